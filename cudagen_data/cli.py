@@ -1,0 +1,215 @@
+"""`cudagen`: a thin command line over the library (everything here is callable from Python)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(
+    name="cudagen",
+    help="Make Python -> CUDA training pairs from NVIDIA Warp kernels: generated, compiled with NVRTC, run, deduplicated.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_OUTPUT = Path("data/production")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def expected_errors(fn):
+    """Expected failures become one line on stderr and a non-zero exit, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .dataset.store import DatasetError
+        from .extract import ExtractError
+        from .pipeline.config import ProduceError
+        from .publish import PublishError
+
+        try:
+            return fn(*args, **kwargs)
+        except (ProduceError, DatasetError, ExtractError, PublishError) as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            typer.echo("\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _split_list(value: Optional[str]) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+@app.command()
+@expected_errors
+def produce(
+    count: int = typer.Option(1000, "--count", "-n", help="Number of pairs to make (balanced across categories)."),
+    categories: Optional[str] = typer.Option(None, "--categories", "-c", help="Comma-separated categories (default: all; see `cudagen categories`)."),
+    seed: int = typer.Option(0, "--seed", help="Root seed: the same seed and version give the same dataset."),
+    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."),
+    output: Path = typer.Option(DEFAULT_OUTPUT, "--output", "-o", help="Output folder (a Hugging Face dataset folder)."),
+    arch: int = typer.Option(86, "--arch", help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."),
+    fast: bool = typer.Option(False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."),
+    batch_size: int = typer.Option(100, "--batch-size", help="Kernels per batch (one NVRTC unit and one CPU module each)."),
+    split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+) -> None:
+    """Make a dataset of validated Python -> CUDA pairs (resumable: re-run the same command after a crash)."""
+    from .generators import categories as all_categories
+    from .pipeline.config import ProduceConfig
+    from .pipeline.producer import format_summary
+    from .pipeline.producer import produce as run_produce
+    from .publish.splits import validate_ratios
+
+    known = all_categories()
+    chosen = _split_list(categories) or list(known)
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        _fail(f"--categories: unknown {', '.join(unknown)}; known: {', '.join(known)}", 2)
+    try:
+        ratios = validate_ratios(_split_list(split_ratios))
+        config = ProduceConfig(count=count, categories=tuple(chosen), seed=seed, arch=arch, fast=fast, batch_size=batch_size, split_ratios=ratios)
+        _check_arch(arch)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    result = run_produce(config, output, workers=workers, overwrite=overwrite, progress=progress)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if result.already_complete:
+        typer.echo(f"{output} is already complete for this configuration; nothing to do (--overwrite starts over).", err=True)
+    typer.echo(format_summary(result.stats, output))
+
+
+def _check_arch(arch: int) -> None:
+    supported = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
+    if arch not in supported:
+        raise ValueError(f"--arch {arch}: not a target Warp's NVRTC supports ({', '.join(map(str, supported))})")
+
+
+@app.command()
+@expected_errors
+def extract(
+    file: Path = typer.Argument(..., help="A Python file with @wp.kernel definitions (its main block is not run)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write JSON lines here (default: stdout)."),
+    arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
+    compile_check: bool = typer.Option(True, "--compile/--no-compile", help="Compile each kernel with NVRTC."),
+) -> None:
+    """Turn any Warp program into pairs: one JSON line per kernel, compile status included."""
+    from .extract.pairs import extract_file
+
+    try:
+        _check_arch(arch)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if not file.is_file():
+        _fail(f"{file}: no such file", 2)
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"{file}: cannot read ({exc})", 2)
+    rows, errors = extract_file(source, arch=arch, compile_check=compile_check)
+    import orjson
+
+    data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+    if out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
+    for e in errors:
+        typer.echo(f"{file}:{e.line}: {e.message}", err=True)
+    failed = sum(1 for r in rows if r["compile"]["status"] == "failed")
+    typer.echo(f"{len(rows)} kernels extracted, {failed} failed to compile, {len(errors)} errors" + (f" -> {out}" if out else ""), err=True)
+    if errors or failed or not rows:
+        if not rows and not errors:
+            typer.echo(f"{file}: no @wp.kernel found", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+@expected_errors
+def validate(
+    path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
+    arch: Optional[int] = typer.Option(None, "--arch", help="Recompile for this arch (default: each row's recorded arch)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Re-check every row from scratch: schema, hashes, CUDA structure, NVRTC, CPU test vectors, manifest."""
+    from .validate.rows import format_report, validate_path
+
+    report = validate_path(path, arch=arch, progress=progress)
+    typer.echo(format_report(report))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@expected_errors
+def stats(path: Path = typer.Argument(DEFAULT_OUTPUT, help="A finished dataset folder.")) -> None:
+    """Print a dataset's statistics."""
+    from .dataset.store import DatasetFolder
+    from .pipeline.producer import format_summary, load_stats
+
+    typer.echo(format_summary(load_stats(DatasetFolder(path)), path))
+
+
+@app.command()
+def categories() -> None:
+    """List the generator categories."""
+    from .generators import categories as all_categories
+
+    typer.echo("\n".join(all_categories()))
+
+
+@app.command()
+@expected_errors
+def publish(
+    path: Path = typer.Argument(..., help="A finished dataset folder."),
+    repo_id: str = typer.Option(..., "--repo-id", help="ORG/NAME of the dataset repository on the Hugging Face Hub."),
+    private: bool = typer.Option(False, "--private", help="Create the repository as private."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be uploaded, and where; upload nothing."),
+) -> None:
+    """Upload a dataset folder to the Hugging Face Hub in one commit (stale shards removed)."""
+    from .publish.hub import publish as hub_publish
+
+    plan = hub_publish(path, repo_id, private=private, dry_run=dry_run)
+    typer.echo(plan.describe())
+
+
+@app.command()
+@expected_errors
+def export(
+    path: Path = typer.Argument(..., help="A finished dataset folder."),
+    fmt: str = typer.Option("chat", "--format", "-f", help="chat (messages) or completion (prompt/completion)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
+    forward_only: bool = typer.Option(False, "--forward-only", help="Answer with the forward kernel only."),
+) -> None:
+    """Write instruction-tuning records (deterministic, documented prompt template)."""
+    from .publish.export import export as run_export
+
+    if fmt not in ("chat", "completion"):
+        _fail(f"--format {fmt!r}: use chat or completion", 2)
+    n = run_export(path, fmt, out, include_backward=not forward_only)
+    typer.echo(f"{n} records -> {out}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,58 @@
+"""Kernel generators: (category, seed, index) -> KernelSpec, deterministically.
+
+Each category module exposes ``generate(rng: numpy.random.Generator) -> KernelSpec``;
+this registry seeds the generator from (seed, category, index) and fills in
+``category``, ``seed`` and ``index``.  The same triple gives the same kernel on any
+machine (NumPy's SeedSequence and PCG64 are platform independent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import xxhash
+
+from ..spec import KernelSpec
+
+# Bump when a change to any generator changes what it emits for a given seed.
+GENERATOR_VERSION = "1"
+
+GeneratorFn = Callable[[np.random.Generator], KernelSpec]
+
+
+def _registry() -> dict[str, GeneratorFn]:
+    from . import basic, ml  # local import: keeps `import cudagen_data` light
+
+    return {**basic.GENERATORS, **ml.GENERATORS}
+
+
+_REGISTRY: dict[str, GeneratorFn] | None = None
+
+
+def registry() -> dict[str, GeneratorFn]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = _registry()
+    return _REGISTRY
+
+
+def categories() -> tuple[str, ...]:
+    """All category names, in a fixed order (basic categories first)."""
+    return tuple(registry())
+
+
+def category_rng(seed: int, category: str, index: int) -> np.random.Generator:
+    category_code = xxhash.xxh32_intdigest(category.encode())
+    return np.random.default_rng([int(seed) & 0xFFFFFFFFFFFFFFFF, category_code, int(index)])
+
+
+def generate(category: str, seed: int, index: int) -> KernelSpec:
+    """The kernel of ``category`` at (seed, index)."""
+    try:
+        fn = registry()[category]
+    except KeyError:
+        raise ValueError(f"unknown category {category!r}; known: {', '.join(categories())}") from None
+    spec = fn(category_rng(seed, category, index))
+    return dataclasses.replace(spec, category=category, seed=int(seed), index=int(index))

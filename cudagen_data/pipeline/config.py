@@ -1,0 +1,100 @@
+"""What a production run is: its configuration, and how work is cut into batches.
+
+Work is addressed by *slot*: slot ``s`` holds the kernel of category
+``categories[s % C]`` at per-category index ``s // C``; batch ``b`` holds slots
+``[b * batch_size, (b + 1) * batch_size)``.  Any executor can run any batch from
+(config, batch index) alone, and every slot's outcome depends on that slot alone,
+never on its neighbours or on timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import orjson
+
+from .. import __version__
+from ..extract import DEFAULT_ARCH
+
+DEFAULT_SPLIT_RATIOS = (0.98, 0.01, 0.01)
+DEFAULT_BATCH_SIZE = 100
+
+
+class ProduceError(Exception):
+    """An expected failure of a run (bad folder, config mismatch...): one line."""
+
+
+@dataclass(frozen=True)
+class ProduceConfig:
+    count: int
+    categories: tuple[str, ...]
+    seed: int = 0
+    arch: int = DEFAULT_ARCH
+    fast: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+    split_ratios: tuple[float, float, float] = DEFAULT_SPLIT_RATIOS
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError(f"--count must be at least 1 (got {self.count})")
+        if not self.categories:
+            raise ValueError("at least one category is needed")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"categories repeat: {', '.join(self.categories)}")
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be at least 1 (got {self.batch_size})")
+
+    def quota(self, category: str) -> int:
+        """Rows wanted of ``category``: N / C, the first N % C categories one more."""
+        i = self.categories.index(category)
+        base, extra = divmod(self.count, len(self.categories))
+        return base + (1 if i < extra else 0)
+
+    def slot(self, slot: int) -> tuple[str, int]:
+        """(category, per-category index) of a slot."""
+        c = len(self.categories)
+        return self.categories[slot % c], slot // c
+
+    def batch_slots(self, batch: int) -> range:
+        return range(batch * self.batch_size, (batch + 1) * self.batch_size)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["categories"] = list(self.categories)
+        d["split_ratios"] = list(self.split_ratios)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ProduceConfig:
+        return cls(**{**d, "categories": tuple(d["categories"]), "split_ratios": tuple(d["split_ratios"])})
+
+
+def versions() -> dict[str, str]:
+    """Everything whose change changes the output."""
+    import importlib.metadata
+
+    from ..generators import GENERATOR_VERSION
+
+    return {
+        "cudagen_data": __version__,
+        "warp": importlib.metadata.version("warp-lang"),
+        "generator": GENERATOR_VERSION,
+    }
+
+
+def fingerprint(config: ProduceConfig) -> bytes:
+    """What a folder must match for a run to continue into it."""
+    return orjson.dumps({"config": config.to_dict(), "versions": versions()}, option=orjson.OPT_SORT_KEYS)
+
+
+def command_line(config: ProduceConfig) -> str:
+    """The command that reproduces ``config`` (no paths: the output folder is the default)."""
+    parts = ["cudagen produce", f"--count {config.count}", f"--seed {config.seed}", f"--categories {','.join(config.categories)}", f"--arch {config.arch}"]
+    if config.batch_size != DEFAULT_BATCH_SIZE:
+        parts.append(f"--batch-size {config.batch_size}")
+    if tuple(config.split_ratios) != DEFAULT_SPLIT_RATIOS:
+        parts.append("--split-ratios " + ",".join(str(r) for r in config.split_ratios))
+    if config.fast:
+        parts.append("--fast")
+    return " ".join(parts)

@@ -1,0 +1,65 @@
+"""Executors run batches; they know nothing of what a batch does.
+
+``InlineExecutor`` runs in the calling process (notebooks, tests, ``--workers 0``).
+``ProcessExecutor`` runs a pool of worker processes (spawned, not forked: Warp and
+LLVM hold threads and global state that a fork would copy half-way).  Both hand back
+results in submission order through futures.  A cluster executor would implement the
+same two methods.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import signal
+from collections.abc import Callable
+from typing import Any
+
+
+class InlineExecutor:
+    workers = 1
+
+    def submit(self, fn: Callable, *args: Any) -> cf.Future:
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - delivered through the future
+            future.set_exception(exc)
+        return future
+
+    def close(self, *, kill: bool = False) -> None:
+        pass
+
+
+def _worker_init() -> None:
+    # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .. import warp_env
+
+    warp_env.warp()
+
+
+class ProcessExecutor:
+    def __init__(self, workers: int, max_tasks_per_child: int | None = None):
+        self.workers = workers
+        self._pool = cf.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+            max_tasks_per_child=max_tasks_per_child,
+        )
+
+    def submit(self, fn: Callable, *args: Any) -> cf.Future:
+        return self._pool.submit(fn, *args)
+
+    def close(self, *, kill: bool = False) -> None:
+        if kill:
+            # Don't wait for batches in flight: they are not committed and will be re-run.
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.terminate()
+        self._pool.shutdown(wait=not kill, cancel_futures=True)
+
+
+def make_executor(workers: int) -> InlineExecutor | ProcessExecutor:
+    # Recycling a worker now and then bounds whatever Warp/LLVM keep per module built.
+    return InlineExecutor() if workers <= 0 else ProcessExecutor(workers, max_tasks_per_child=200)

@@ -1,0 +1,315 @@
+"""The producer: runs batches through an executor and keeps exactly N distinct pairs.
+
+Results are consumed strictly in batch order, slot by slot, so which pairs are kept
+(the earlier slot wins a duplicate; a category stops at its quota) never depends on
+worker timing.  Slots of a category that is already full are neither counted nor kept,
+which is also why the executor may skip them without changing the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..dataset import store
+from ..dataset.schema import ROW_SCHEMA
+from ..dataset.store import DatasetError, DatasetFolder, RunState
+from ..publish.splits import assign_split
+from .config import ProduceConfig, ProduceError, command_line, fingerprint, versions
+from .executor import make_executor
+from .work import BatchResult, reject_record, run_batch
+
+# Stop instead of looping forever when generators stop yielding valid, new kernels.
+MAX_SLOTS_PER_ROW = 20
+
+EXECUTION_REASONS = ("load_error", "build_error", "launch_error", "nan_output", "constant_output", "reference_mismatch", "backward_error", "nan_gradient")
+
+
+@dataclass
+class ProduceResult:
+    output: Path
+    stats: dict
+    notes: list[str]
+    resumed: bool
+    already_complete: bool = False
+
+
+def _new_tally(config: ProduceConfig) -> dict:
+    return {
+        "accepted": {c: 0 for c in config.categories},
+        "slots": {c: 0 for c in config.categories},
+        "by_split": {s: 0 for s in store.SPLITS},
+        "by_difficulty": {},
+        "by_category_difficulty": {c: {} for c in config.categories},
+        "rejects": {},
+        "duplicates": {"python": 0, "cuda": 0},
+        "forward_lines": 0,
+        "backward_lines": 0,
+        "stage_seconds": {"generate": 0.0, "extract": 0.0, "compile": 0.0, "execute": 0.0, "write": 0.0},
+        "elapsed_seconds": 0.0,
+    }
+
+
+class _Dedup:
+    def __init__(self) -> None:
+        self.python: set[str] = set()
+        self.cuda: set[str] = set()
+
+    def add(self, row: dict) -> str | None:
+        """None if new (and remembered), else which hash repeated."""
+        if row["python_hash"] in self.python:
+            return "python"
+        if row["cuda_hash"] in self.cuda:
+            return "cuda"
+        self.python.add(row["python_hash"])
+        self.cuda.add(row["cuda_hash"])
+        return None
+
+
+def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> tuple[RunState, bool, list[str]]:
+    """The state to continue from: (state, resumed, notes).  Refuses a foreign folder."""
+    fp = fingerprint(config).decode()
+    if overwrite:
+        folder.clear()
+    state = folder.load_state()
+    if state is None:
+        if folder.has_outputs():
+            raise ProduceError(f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose another --output")
+        state = RunState(fingerprint=fp, tally=_new_tally(config))
+        return state, False, folder.start(state)
+    if state.fingerprint != fp:
+        raise ProduceError(f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this run is ({_describe(fp)}); use --overwrite to start over, or choose another --output")
+    return state, True, ([] if state.complete else folder.start(state))
+
+
+def _describe(fp: str) -> str:
+    import orjson
+
+    d = orjson.loads(fp)
+    c = d["config"]
+    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} fast={c['fast']} batch_size={c['batch_size']} warp={d['versions']['warp']} generator={d['versions']['generator']}"
+
+
+def produce(
+    config: ProduceConfig,
+    output: str | Path = "data/production",
+    *,
+    workers: int = 0,
+    overwrite: bool = False,
+    progress: bool = True,
+    on_batch: Callable[[int], None] | None = None,
+) -> ProduceResult:
+    """Make (or finish) the dataset of ``config`` in ``output``.  Safe to kill at any time."""
+    folder = DatasetFolder(output)
+    folder.root.mkdir(parents=True, exist_ok=True)
+    try:
+        state, resumed, notes = open_run(folder, config, overwrite)
+    except DatasetError as exc:
+        raise ProduceError(str(exc)) from None
+    if state.complete:
+        return ProduceResult(folder.root, load_stats(folder), notes, resumed, already_complete=True)
+
+    tally = state.tally
+    dedup = _Dedup()
+    for split in store.SPLITS:
+        for row in folder.iter_rows(split):
+            dedup.add(row)
+
+    def full(category: str) -> bool:
+        return tally["accepted"][category] >= config.quota(category)
+
+    max_batches = -(-config.count * MAX_SLOTS_PER_ROW // config.batch_size) + 1
+    bar = _progress_bar(config, tally, progress)
+    executor = make_executor(workers)
+    window = max(1, 2 * executor.workers)
+    pending: deque = deque()
+    next_batch = state.next_batch
+    started = time.perf_counter()
+    elapsed_before = tally["elapsed_seconds"]
+    try:
+        while not all(full(c) for c in config.categories):
+            while len(pending) < window and next_batch < max_batches:
+                skip = frozenset(c for c in config.categories if full(c))
+                pending.append((next_batch, executor.submit(run_batch, config, next_batch, skip)))
+                next_batch += 1
+            if not pending:
+                short = [c for c in config.categories if not full(c)]
+                raise ProduceError(f"categories {', '.join(short)} stopped yielding new valid kernels after {max_batches} batches; see {store.REJECTS_FILE} for why")
+            batch, future = pending.popleft()
+            result: BatchResult = future.result()
+            t0 = time.perf_counter()
+            rows_by_split, rejects = _consume(config, result, tally, dedup, full)
+            state.next_batch = batch + 1
+            state.preambles.update(result.preambles)
+            tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+            folder.commit(state, rows_by_split, rejects)
+            tally["stage_seconds"]["write"] += time.perf_counter() - t0
+            if bar is not None:
+                bar.n = sum(tally["accepted"].values())
+                bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
+                bar.refresh()
+            if on_batch is not None:
+                on_batch(batch)
+    except BaseException:
+        executor.close(kill=True)
+        if bar is not None:
+            bar.close()
+        raise
+    executor.close()
+    if bar is not None:
+        bar.close()
+    stats = finalize(folder, config, state)
+    return ProduceResult(folder.root, stats, notes, resumed)
+
+
+def _consume(config: ProduceConfig, result: BatchResult, tally: dict, dedup: _Dedup, full) -> tuple[dict, list]:
+    rows_by_split: dict[str, list[dict]] = {s: [] for s in store.SPLITS}
+    rejects: list[dict] = []
+    for outcome in result.outcomes:
+        if full(outcome.category):
+            continue  # not counted: whether it was even run depends on timing
+        tally["slots"][outcome.category] += 1
+        reject = outcome.reject
+        row = outcome.row
+        if reject is None and row is not None:
+            repeated = dedup.add(row)
+            if repeated is None:
+                split = assign_split(row["shape_hash"], config.split_ratios)
+                rows_by_split[split].append(row)
+                _count_row(tally, row, split)
+                continue
+            tally["duplicates"][repeated] += 1
+            reject = reject_record(outcome.slot, None, outcome.category, f"duplicate_{repeated}", f"same {repeated} hash as an earlier pair")
+            reject.update(index=row["metadata"]["index"], kernel_name=row["kernel_name"], python_source=row["python_source"])
+        tally["rejects"][reject["reason"]] = tally["rejects"].get(reject["reason"], 0) + 1
+        rejects.append(reject)
+    for stage, seconds in result.stage_seconds.items():
+        tally["stage_seconds"][stage] = tally["stage_seconds"].get(stage, 0.0) + seconds
+    return rows_by_split, rejects
+
+
+def _count_row(tally: dict, row: dict, split: str) -> None:
+    cat, tier = row["category"], row["difficulty"]
+    tally["accepted"][cat] += 1
+    tally["by_split"][split] += 1
+    tally["by_difficulty"][tier] = tally["by_difficulty"].get(tier, 0) + 1
+    per_cat = tally["by_category_difficulty"][cat]
+    per_cat[tier] = per_cat.get(tier, 0) + 1
+    tally["forward_lines"] += row["metadata"]["forward_lines"]
+    tally["backward_lines"] += row["metadata"]["backward_lines"]
+
+
+def compute_stats(config: ProduceConfig, tally: dict) -> dict:
+    total = sum(tally["accepted"].values())
+    rejects = Counter(tally["rejects"])
+    slots = sum(tally["slots"].values())
+    compiled = slots - rejects["generator_error"] - rejects["codegen_error"]
+    executed = compiled - rejects["compile_error"]
+    passed_exec = executed - sum(rejects[r] for r in EXECUTION_REASONS) - rejects["worker_crash"]
+    elapsed = tally["elapsed_seconds"]
+    return {
+        "total_pairs": total,
+        "by_category": dict(tally["accepted"]),
+        "by_split": dict(tally["by_split"]),
+        "by_difficulty": dict(sorted(tally["by_difficulty"].items())),
+        "by_category_difficulty": {c: dict(sorted(d.items())) for c, d in tally["by_category_difficulty"].items()},
+        "avg_forward_lines": round(tally["forward_lines"] / total, 2) if total else 0.0,
+        "avg_backward_lines": round(tally["backward_lines"] / total, 2) if total else 0.0,
+        "kernels_tried": slots,
+        "rejects_by_reason": dict(sorted(tally["rejects"].items())),
+        "duplicates_dropped": sum(tally["duplicates"].values()),
+        "duplicates_by_hash": dict(tally["duplicates"]),
+        "compile_pass_rate": None if config.fast else (round((compiled - rejects["compile_error"]) / compiled, 4) if compiled else None),
+        "execution_pass_rate": None if config.fast else (round(passed_exec / executed, 4) if executed else None),
+        # timing fields: the only values that differ between two identical runs
+        "generation_time_seconds": round(elapsed, 3),
+        "pairs_per_second": round(total / elapsed, 2) if elapsed else None,
+        "stage_seconds": {k: round(v, 3) for k, v in tally["stage_seconds"].items()},
+    }
+
+
+TIMING_STATS = ("generation_time_seconds", "pairs_per_second", "stage_seconds")
+
+
+def finalize(folder: DatasetFolder, config: ProduceConfig, state: RunState) -> dict:
+    """Parquet shards, stats, manifest and dataset card; then mark the run complete."""
+    stats = compute_stats(config, state.tally)
+    files = []
+    split_files: dict[str, list[str]] = {}
+    for split in store.SPLITS:
+        for rel, rows in folder.write_parquet(split):
+            files.append({"path": rel, "split": split, "rows": rows, "xxh3_128": store.file_checksum(folder.path(rel))})
+            split_files.setdefault(split, []).append(rel)
+        rel = store.jsonl_path(split)
+        files.append({"path": rel, "split": split, "rows": stats["by_split"][split], "xxh3_128": store.file_checksum(folder.path(rel))})
+    files.append({"path": store.REJECTS_FILE, "split": None, "rows": sum(stats["rejects_by_reason"].values()), "xxh3_128": store.file_checksum(folder.path(store.REJECTS_FILE))})
+    manifest = {
+        "format": "cudagen-data",
+        "schema_version": 1,
+        "config": config.to_dict(),
+        "versions": versions(),
+        "command": command_line(config),
+        "preambles": dict(sorted(state.preambles.items())),
+        "files": files,
+    }
+    store.write_json(folder.path("stats.json"), stats)
+    store.write_json(folder.path("manifest.json"), manifest)
+    from ..publish.card import render_card
+
+    store.write_text(folder.path("README.md"), render_card(manifest, stats, ROW_SCHEMA, split_files))
+    state.complete = True
+    folder.save_state(state)
+    return stats
+
+
+def load_stats(folder: DatasetFolder) -> dict:
+    import orjson
+
+    p = folder.path("stats.json")
+    if not p.exists():
+        raise ProduceError(f"{p}: not found; is {folder.root} a finished cudagen dataset?")
+    return orjson.loads(p.read_bytes())
+
+
+def load_config(folder: DatasetFolder) -> ProduceConfig:
+    import orjson
+
+    p = folder.path("manifest.json")
+    if not p.exists():
+        raise ProduceError(f"{p}: not found; is {folder.root} a finished cudagen dataset?")
+    return ProduceConfig.from_dict(orjson.loads(p.read_bytes())["config"])
+
+
+def _progress_bar(config: ProduceConfig, tally: dict, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=config.count, initial=sum(tally["accepted"].values()), unit="pair", desc="produce", dynamic_ncols=True, smoothing=0.1)
+
+
+def format_summary(stats: dict, output: Path | str) -> str:
+    """One screen: what was made, what was rejected and why, how fast."""
+    lines = [f"{stats['total_pairs']} pairs in {output}"]
+    width = max((len(c) for c in stats["by_category"]), default=8)
+    lines.append("  category".ljust(width + 4) + "pairs  " + "  ".join(t[:5].rjust(5) for t in ("basic", "intermediate", "advanced")))
+    for cat, n in stats["by_category"].items():
+        tiers = stats.get("by_category_difficulty", {}).get(cat, {})
+        lines.append(f"  {cat.ljust(width)}  {n:5d}  " + "  ".join(f"{tiers.get(t, 0):5d}" for t in ("basic", "intermediate", "advanced")))
+    lines.append("  splits: " + ", ".join(f"{s} {n}" for s, n in stats["by_split"].items()))
+    lines.append(f"  lines: forward {stats['avg_forward_lines']}, backward {stats['avg_backward_lines']} (average)")
+    rates = []
+    if stats.get("compile_pass_rate") is not None:
+        rates.append(f"compile {stats['compile_pass_rate']:.1%}")
+    if stats.get("execution_pass_rate") is not None:
+        rates.append(f"execution {stats['execution_pass_rate']:.1%}")
+    lines.append(f"  tried {stats['kernels_tried']} kernels" + (f"; pass rates: {', '.join(rates)}" if rates else " (--fast: no compile or execution)"))
+    rejects = stats["rejects_by_reason"]
+    if rejects:
+        lines.append("  rejects: " + ", ".join(f"{r} {n}" for r, n in rejects.items()))
+    if stats.get("pairs_per_second"):
+        lines.append(f"  time: {stats['generation_time_seconds']:.1f} s, {stats['pairs_per_second']:.1f} pairs/s")
+    return "\n".join(lines)

@@ -1,0 +1,320 @@
+"""Re-check dataset rows from scratch: schema, hashes, CUDA structure, NVRTC, test vectors.
+
+Used by ``cudagen validate``.  Nothing is trusted from the producer: every row is
+recompiled (preamble from the manifest + device functions + forward + backward) and
+re-run on the CPU with its recorded inputs, and the outputs and input gradients are
+compared with the recorded ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import xxhash
+
+from .. import canonical
+from ..dataset import store
+from ..dataset.schema import COLUMNS, ROW_SCHEMA
+from ..extract import ExtractedKernel, compile_units, extract_source
+from ..spec import ArgSpec, KernelSpec
+from .execute import decode_value, execute_specs
+
+CHUNK = 100  # rows compiled and executed together
+_GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
+
+
+@dataclass
+class RowFailure:
+    where: str  # "file:row"
+    row_id: str
+    category: str
+    check: str
+    message: str
+
+
+@dataclass
+class ValidationReport:
+    rows: int = 0
+    by_category: Counter = field(default_factory=Counter)
+    failures: list[RowFailure] = field(default_factory=list)
+    file_problems: list[str] = field(default_factory=list)
+    checks_run: Counter = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.file_problems and self.rows > 0
+
+
+def row_to_spec(row: dict) -> KernelSpec:
+    return KernelSpec(
+        category=row["category"],
+        kernel_name=row["kernel_name"],
+        python_source=row["python_source"],
+        args=tuple(ArgSpec.from_dict(a) for a in orjson.loads(row["arg_specs"])),
+        launch_dim=tuple(row["launch_dim"]),
+        difficulty=row["difficulty"],
+        features=tuple(row["features"]),
+        block_dim=row["block_dim"],
+        seed=row["metadata"]["seed"],
+        index=row["metadata"]["index"],
+    )
+
+
+def check_schema(row: dict) -> list[str]:
+    problems = []
+    missing = [c for c in COLUMNS if c not in row]
+    extra = [c for c in row if c not in COLUMNS]
+    if missing:
+        problems.append(f"missing columns: {', '.join(missing)}")
+    if extra:
+        problems.append(f"unknown columns: {', '.join(extra)}")
+    if not problems:
+        try:
+            pa.Table.from_pylist([row], schema=ROW_SCHEMA)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            problems.append(f"does not fit the schema: {str(exc).splitlines()[0]}")
+    return problems
+
+
+def check_hashes(row: dict) -> list[str]:
+    problems = []
+    src = row["python_source"]
+    if canonical.python_hash(src) != row["python_hash"]:
+        problems.append("python_hash does not match python_source")
+    if row["id"] != row["python_hash"]:
+        problems.append("id is not the python hash")
+    if canonical.shape_hash(src) != row["shape_hash"]:
+        problems.append("shape_hash does not match python_source")
+    if xxhash.xxh3_64_hexdigest((row["cuda_forward"] + row["cuda_backward"]).encode()) != row["cuda_hash"]:
+        problems.append("cuda_hash does not match cuda_forward + cuda_backward")
+    return problems
+
+
+def check_cuda_structure(row: dict) -> list[str]:
+    problems = []
+    for column, kind in (("cuda_forward", "forward"), ("cuda_backward", "backward")):
+        text = row[column]
+        if kind == "backward" and not text:
+            if row["metadata"]["has_backward"]:
+                problems.append("has_backward is true but cuda_backward is empty")
+            continue
+        m = _GLOBAL_RE.search(text)
+        if not m or m.group(2) != kind:
+            problems.append(f"{column} is not a Warp {kind} __global__ function")
+        if text.count("{") != text.count("}"):
+            problems.append(f"{column} has unbalanced braces")
+        if row["metadata"][f"{kind}_lines"] != text.count("\n"):
+            problems.append(f"metadata.{kind}_lines does not match {column}")
+    return problems
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> float | None:
+    """None if close; else the worst absolute error (inf for a shape or finiteness mismatch)."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape or not np.all(np.isfinite(actual)):
+        return float("inf")
+    scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
+    err = np.abs(actual - expected)
+    if np.all(err <= atol * scale + rtol * np.abs(expected)):
+        return None
+    return float(np.max(err))
+
+
+def recorded_run(row: dict) -> tuple[dict, dict, dict, dict]:
+    """(inputs, outputs, output_grads, input_grads) decoded from the row's test vectors."""
+    tv = orjson.loads(row["test_vectors"])
+    dec = {k: {n: decode_value(v) for n, v in tv[k].items()} for k in ("inputs", "outputs", "output_grads", "input_grads")}
+    return dec["inputs"], dec["outputs"], dec["output_grads"], dec["input_grads"]
+
+
+def iter_rows_from(path: Path) -> Iterator[tuple[str, dict]]:
+    """(location, row) for a .jsonl or .parquet file."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for i, row in enumerate(pq.read_table(path).to_pylist(), 1):
+            yield f"{path.name}:{i}", row
+    else:
+        with open(path, "rb") as f:
+            for i, line in enumerate(f, 1):
+                try:
+                    yield f"{path.name}:{i}", orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    yield f"{path.name}:{i}", {"__unreadable__": line[:80].decode("utf-8", "replace")}
+
+
+def validate_rows(
+    located_rows: Iterable[tuple[str, dict]],
+    preambles: dict[str, str],
+    report: ValidationReport,
+    *,
+    arch: int | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    progress=None,
+) -> None:
+    """Check rows (in chunks: compiled and executed together) into ``report``."""
+    chunk: list[tuple[str, dict]] = []
+    for item in located_rows:
+        chunk.append(item)
+        if len(chunk) == CHUNK:
+            _validate_chunk(chunk, preambles, report, arch, rtol, atol)
+            if progress is not None:
+                progress.update(len(chunk))
+            chunk = []
+    if chunk:
+        _validate_chunk(chunk, preambles, report, arch, rtol, atol)
+        if progress is not None:
+            progress.update(len(chunk))
+
+
+def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol) -> None:
+    def fail(where, row, check, message):
+        report.failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message))
+
+    runnable = []
+    for where, row in chunk:
+        report.rows += 1
+        report.by_category[row.get("category", "?")] += 1
+        if "__unreadable__" in row:
+            fail(where, row, "schema", "not a JSON line")
+            continue
+        problems = check_schema(row)
+        report.checks_run["schema"] += 1
+        if problems:
+            for p in problems:
+                fail(where, row, "schema", p)
+            continue
+        for check, fn in (("hashes", check_hashes), ("cuda_structure", check_cuda_structure)):
+            report.checks_run[check] += 1
+            for p in fn(row):
+                fail(where, row, check, p)
+        preamble = preambles.get(row["preamble_hash"])
+        if preamble is None:
+            # A lone file: regenerate the preamble from the source itself.
+            rep = extract_source(row["python_source"], block_dim=row["block_dim"] or 256)
+            preamble = rep.kernels[0].preamble if rep.kernels else None
+            if preamble is None or xxhash.xxh3_64_hexdigest(preamble.encode()) != row["preamble_hash"]:
+                fail(where, row, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
+                continue
+        runnable.append((where, row, preamble))
+
+    kernels = [
+        ExtractedKernel(r["kernel_name"], "", 0, pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], r["block_dim"] or 256)
+        for _, r, pre in runnable
+    ]
+    compiled = compile_units(kernels, arch=arch or (runnable[0][1]["compile"]["arch"] if runnable else 86)) if kernels else []
+    report.checks_run["nvrtc"] += len(compiled)
+    to_run = []
+    for (where, row, _), res in zip(runnable, compiled):
+        if row["compile"]["status"] == "ok" and not res.ok:
+            fail(where, row, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
+        if row["test_vectors"]:
+            to_run.append((where, row))
+    if not to_run:
+        return
+    specs, given, recorded = [], [], []
+    for where, row in to_run:
+        try:
+            inputs, outputs, out_grads, in_grads = recorded_run(row)
+            specs.append(row_to_spec(row))
+        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
+            fail(where, row, "test_vectors", f"unreadable test vectors: {exc}")
+            continue
+        given.append((inputs, out_grads))
+        recorded.append((where, row, outputs, in_grads))
+    runs = execute_specs(specs, reference_checks={}, given=given)
+    report.checks_run["cpu_execution"] += len(runs)
+    for (where, row, outputs, in_grads), run in zip(recorded, runs):
+        if not run.ok:
+            fail(where, row, "cpu_execution", f"{run.reason}: {run.detail}")
+            continue
+        for kind, want, got in (("output", outputs, run.outputs), ("input gradient", in_grads, run.input_grads)):
+            for name, expected in want.items():
+                if name not in got:
+                    fail(where, row, "cpu_execution", f"{kind} {name!r} was not produced")
+                    continue
+                err = compare(got[name], expected, rtol, atol)
+                if err is not None:
+                    fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+
+
+def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False) -> ValidationReport:
+    """Validate a dataset folder (against its manifest) or a single .jsonl/.parquet file."""
+    path = Path(path)
+    report = ValidationReport()
+    preambles: dict[str, str] = {}
+    if path.is_dir():
+        manifest_path = path / "manifest.json"
+        if not manifest_path.exists():
+            raise store.DatasetError(f"{manifest_path}: not found; is {path} a finished cudagen dataset?")
+        manifest = orjson.loads(manifest_path.read_bytes())
+        preambles = manifest.get("preambles", {})
+        files = manifest.get("files", [])
+        for f in files:
+            p = path / f["path"]
+            if not p.exists():
+                report.file_problems.append(f"{f['path']}: listed in the manifest but missing")
+                continue
+            if store.file_checksum(p) != f["xxh3_128"]:
+                report.file_problems.append(f"{f['path']}: checksum differs from the manifest")
+            n = _count_rows(p)
+            if n != f["rows"]:
+                report.file_problems.append(f"{f['path']}: {n} rows, manifest says {f['rows']}")
+        targets = [path / f["path"] for f in files if f["path"].endswith(".parquet")]
+    elif path.exists():
+        targets = [path]
+        manifest_path = next((p / "manifest.json" for p in path.parents if (p / "manifest.json").exists()), None)
+        if manifest_path is not None:
+            preambles = orjson.loads(manifest_path.read_bytes()).get("preambles", {})
+    else:
+        raise store.DatasetError(f"{path}: no such file or folder")
+
+    total = sum(_count_rows(t) for t in targets if t.exists())
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="row", desc="validate", dynamic_ncols=True)
+    try:
+        for t in targets:
+            if t.exists():
+                validate_rows(iter_rows_from(t), preambles, report, arch=arch, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return report
+
+
+def _count_rows(p: Path) -> int:
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(p).metadata.num_rows
+    with open(p, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def format_report(report: ValidationReport, limit: int = 20) -> str:
+    lines = [f"{report.rows} rows checked: " + ", ".join(f"{k} {v}" for k, v in sorted(report.checks_run.items()))]
+    for cat, n in sorted(report.by_category.items()):
+        bad = sum(1 for f in report.failures if f.category == cat)
+        lines.append(f"  {cat}: {n} rows, {bad} failing checks")
+    for p in report.file_problems:
+        lines.append(f"  FILE {p}")
+    for f in report.failures[:limit]:
+        lines.append(f"  FAIL {f.where} [{f.category} {f.row_id}] {f.check}: {f.message}")
+    if len(report.failures) > limit:
+        lines.append(f"  ... and {len(report.failures) - limit} more failures")
+    if report.rows == 0:
+        lines.append("  no rows found")
+    lines.append("OK" if report.ok else "FAILED")
+    return "\n".join(lines)

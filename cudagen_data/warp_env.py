@@ -1,0 +1,154 @@
+"""The one place that touches Warp's process-global state.
+
+Everything else in the package receives plain data; this module initialises Warp,
+loads Python source text as a module (through linecache, never a temporary file) and
+removes every trace of it again, so that a long-running worker neither grows nor lets
+one kernel's state change another kernel's output.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import linecache
+import os
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import xxhash
+
+_initialised = False
+
+
+def warp():
+    """Import and initialise Warp once per process (quietly, CPU only is fine)."""
+    global _initialised
+    import warp as wp
+
+    if not _initialised:
+        wp.config.log_level = wp.LOG_WARNING  # no banner, no per-module build timings
+        # Tile GEMMs through libmathdx would link opaque LTO blobs; keep the CUDA self-contained.
+        wp.config.enable_mathdx_gemm = False
+        with quiet_stderr():
+            wp.init()
+        _initialised = True
+    return wp
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Silence C-level stderr (Warp prints driver notices there) for the block."""
+    with captured_stderr():
+        yield
+
+
+@contextlib.contextmanager
+def captured_stderr() -> Iterator[list[str]]:
+    """Capture what native code writes to file descriptor 2 during the block.
+
+    NVRTC's compile log is printed by Warp's C++ code straight to fd 2, which
+    ``sys.stderr`` redirection cannot see.  The captured text is appended to the
+    yielded list when the block ends.
+    """
+    import tempfile
+
+    out: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield out
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            out.append(sink.read().decode("utf-8", "replace"))
+
+
+def source_filename(source: str) -> str:
+    """The pseudo file name a source is loaded under.
+
+    Warp writes it into the generated CUDA (as ``// <file>:<line>`` comments), so it is
+    derived from the text alone: the same source gives the same CUDA on any machine.
+    """
+    return f"<cudagen:{xxhash.xxh3_64_hexdigest(source.encode())}>"
+
+
+@dataclass
+class StatementError:
+    """A top-level statement of a loaded source that raised."""
+
+    line: int
+    message: str
+
+
+@dataclass
+class LoadedSource:
+    module: types.ModuleType
+    filename: str
+    errors: list[StatementError] = field(default_factory=list)
+
+    def kernels(self) -> list:
+        """The ``@wp.kernel`` objects the source defined, in source order."""
+        wp = warp()
+        found = [v for v in vars(self.module).values() if isinstance(v, wp.Kernel)]
+        return sorted(found, key=lambda k: getattr(k.adj, "fun_lineno", 0))
+
+
+_load_counter = 0
+
+
+@contextlib.contextmanager
+def loaded_source(source: str, *, fresh_function_names: bool = True) -> Iterator[LoadedSource]:
+    """Execute ``source`` as a fresh module; remove it from every registry afterwards.
+
+    Top-level statements run one by one, so a statement that fails (an import that is
+    not installed, say) is recorded and the rest still run: kernels that do not depend
+    on it still come out.  ``__name__`` is not ``"__main__"``, so a script's main block
+    does not run.  Raises ``SyntaxError`` if the source does not parse.
+
+    ``fresh_function_names`` restarts Warp's global counter of ``@wp.func`` names, whose
+    value otherwise leaks into the generated code (``helper_0`` vs ``helper_7``).  Turn
+    it off only when several sources must share one Warp module, where names must stay
+    unique (CPU batch execution).
+    """
+    global _load_counter
+    wp = warp()
+    import warp._src.context as wp_context
+
+    tree = ast.parse(source)
+    filename = source_filename(source)
+    _load_counter += 1
+    # The Python module name becomes the Warp module name; Warp hashes and emits names by
+    # content, so this counter never reaches the generated code.
+    module_name = f"cudagen_src_{_load_counter}"
+    module = types.ModuleType(module_name)
+    module.__file__ = filename
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    sys.modules[module_name] = module
+    loaded = LoadedSource(module=module, filename=filename)
+    if fresh_function_names:
+        wp_context.function_key_counts.clear()
+    try:
+        for stmt in tree.body:
+            code = compile(ast.Module(body=[stmt], type_ignores=[]), filename, "exec")
+            try:
+                exec(code, module.__dict__)
+            except Exception as exc:  # noqa: BLE001 - user code may raise anything
+                loaded.errors.append(StatementError(stmt.lineno, _one_line(exc)))
+        yield loaded
+    finally:
+        sys.modules.pop(module_name, None)
+        linecache.cache.pop(filename, None)
+        wp_context.user_modules.pop(module_name, None)
+        module.__dict__.clear()
+        del wp
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
