@@ -148,8 +148,9 @@ class DatasetFolder:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        total = sum(1 for _ in open(self.path(jsonl_path(split)), "rb")) if self.path(jsonl_path(split)).exists() else 0
-        n_shards = max(1, -(-total // SHARD_ROWS))
+        source = self.path(jsonl_path(split))
+        total = sum(1 for _ in open(source, "rb")) if source.exists() else 0
+        n_shards = -(-total // SHARD_ROWS)  # an empty split gets no file: loaders reject empty splits
         data_dir = self.path("data")
         data_dir.mkdir(exist_ok=True)
         for old in data_dir.glob(f"{split}-*.parquet"):

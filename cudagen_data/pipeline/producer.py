@@ -259,7 +259,10 @@ def finalize(folder: DatasetFolder, config: ProduceConfig, state: RunState) -> d
     store.write_json(folder.path("manifest.json"), manifest)
     from ..publish.card import render_card
 
-    store.write_text(folder.path("README.md"), render_card(manifest, stats, ROW_SCHEMA, split_files))
+    from ..publish.card import split_num_bytes
+
+    card = render_card(manifest, stats, ROW_SCHEMA, split_files, num_bytes=split_num_bytes(folder.root, split_files))
+    store.write_text(folder.path("README.md"), card)
     state.complete = True
     folder.save_state(state)
     return stats

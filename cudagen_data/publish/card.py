@@ -240,7 +240,8 @@ def _fmt_int(n) -> str:
 
 
 def _pct(x) -> str:
-    return f"{100.0 * float(x):.1f}%"
+    # None: not measured (a --fast run neither compiles nor executes)
+    return "not checked (--fast)" if x is None else f"{100.0 * float(x):.1f}%"
 
 
 def _table(head: tuple[str, ...], rows: list[tuple]) -> str:

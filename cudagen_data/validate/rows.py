@@ -267,9 +267,11 @@ def validate_path(path: str | Path, *, arch: int | None = None, progress: bool =
             if store.file_checksum(p) != f["xxh3_128"]:
                 report.file_problems.append(f"{f['path']}: checksum differs from the manifest")
             n = _count_rows(p)
-            if n != f["rows"]:
+            if n is None:
+                report.file_problems.append(f"{f['path']}: unreadable (corrupted?)")
+            elif n != f["rows"]:
                 report.file_problems.append(f"{f['path']}: {n} rows, manifest says {f['rows']}")
-        targets = [path / f["path"] for f in files if f["path"].endswith(".parquet")]
+        targets = [path / f["path"] for f in files if f["path"].endswith(".parquet") and _count_rows(path / f["path"]) is not None]
     elif path.exists():
         targets = [path]
         manifest_path = next((p / "manifest.json" for p in path.parents if (p / "manifest.json").exists()), None)
@@ -278,7 +280,7 @@ def validate_path(path: str | Path, *, arch: int | None = None, progress: bool =
     else:
         raise store.DatasetError(f"{path}: no such file or folder")
 
-    total = sum(_count_rows(t) for t in targets if t.exists())
+    total = sum(_count_rows(t) or 0 for t in targets)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -294,13 +296,17 @@ def validate_path(path: str | Path, *, arch: int | None = None, progress: bool =
     return report
 
 
-def _count_rows(p: Path) -> int:
-    if p.suffix == ".parquet":
-        import pyarrow.parquet as pq
+def _count_rows(p: Path) -> int | None:
+    """Rows in a .parquet or .jsonl file; None if missing or unreadable."""
+    try:
+        if p.suffix == ".parquet":
+            import pyarrow.parquet as pq
 
-        return pq.ParquetFile(p).metadata.num_rows
-    with open(p, "rb") as f:
-        return sum(1 for _ in f)
+            return pq.ParquetFile(p).metadata.num_rows
+        with open(p, "rb") as f:
+            return sum(1 for _ in f)
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def format_report(report: ValidationReport, limit: int = 20) -> str:

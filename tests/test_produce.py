@@ -1,0 +1,265 @@
+"""`cudagen produce`: balance, dedup, determinism, crash safety, resume, validation, loading."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cudagen_data.dataset.schema import strip_timing
+from cudagen_data.dataset.store import SPLITS, DatasetFolder
+from cudagen_data.generators import categories
+from cudagen_data.pipeline.config import ProduceConfig, ProduceError
+from cudagen_data.pipeline.producer import TIMING_STATS, _consume, _Dedup, _new_tally, produce
+from cudagen_data.pipeline.work import BatchResult, SlotOutcome
+
+CATS = tuple(c for c in ("arithmetic", "math", "reduction", "vector") if c in categories())[:3]
+
+
+def rows_of(folder: Path) -> dict[str, list[dict]]:
+    return {s: [orjson.loads(line) for line in (folder / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()] for s in SPLITS}
+
+
+def comparable(folder: Path) -> dict:
+    """Everything a run writes, timing fields aside."""
+    stats = orjson.loads((folder / "stats.json").read_bytes())
+    for k in TIMING_STATS:
+        stats.pop(k)
+    manifest = orjson.loads((folder / "manifest.json").read_bytes())
+    for f in manifest["files"]:
+        f.pop("xxh3_128")  # the files hold timing fields, so their checksums differ
+    rows = {s: [strip_timing(r) for r in rs] for s, rs in rows_of(folder).items()}
+    return {"stats": stats, "manifest": manifest, "rows": rows, "rejects": (folder / "rejects.jsonl").read_bytes()}
+
+
+def cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "cudagen_data.cli", *args], capture_output=True, text=True, **kw)
+
+
+# ------------------------------------------------------------------ pure logic
+
+
+def _outcome(slot, cat, py, cu, shape="0" * 16):
+    row = {"python_hash": py, "cuda_hash": cu, "shape_hash": shape, "category": cat, "difficulty": "basic",
+           "kernel_name": f"k{slot}", "python_source": "", "metadata": {"forward_lines": 3, "backward_lines": 5, "index": slot}}
+    return SlotOutcome(slot, cat, row=row)
+
+
+def test_dedup_keeps_the_earlier_slot_and_counts_both_hashes():
+    config = ProduceConfig(count=10, categories=("a",))
+    tally = _new_tally(config)
+    dedup = _Dedup()
+    result = BatchResult(0, [_outcome(0, "a", "p1", "c1"), _outcome(1, "a", "p1", "c2"), _outcome(2, "a", "p2", "c1"), _outcome(3, "a", "p3", "c3")])
+    rows, rejects = _consume(config, result, tally, dedup, lambda c: False)
+    kept = [r["kernel_name"] for rs in rows.values() for r in rs]
+    assert sorted(kept) == ["k0", "k3"]
+    assert [r["reason"] for r in rejects] == ["duplicate_python", "duplicate_cuda"]
+    assert tally["duplicates"] == {"python": 1, "cuda": 1}
+
+
+def test_slots_of_full_categories_are_not_counted():
+    config = ProduceConfig(count=2, categories=("a", "b"))
+    tally = _new_tally(config)
+    result = BatchResult(0, [_outcome(0, "a", "p0", "c0"), _outcome(1, "b", "p1", "c1"), _outcome(2, "a", "p2", "c2")])
+    full = lambda c: tally["accepted"][c] >= config.quota(c)  # noqa: E731
+    _consume(config, result, tally, _Dedup(), full)
+    assert tally["accepted"] == {"a": 1, "b": 1} and tally["slots"] == {"a": 1, "b": 1}
+
+
+def test_quota_balances_within_one():
+    config = ProduceConfig(count=1000, categories=tuple("abcdefg"))
+    quotas = [config.quota(c) for c in config.categories]
+    assert sum(quotas) == 1000 and max(quotas) - min(quotas) <= 1
+
+
+# ------------------------------------------------------------------ runs
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    result = produce(ProduceConfig(count=14, categories=CATS, seed=3, batch_size=8), out, workers=0, progress=False)
+    return out, result
+
+
+def test_full_run_is_balanced_and_validated(full_run):
+    out, result = full_run
+    stats = result.stats
+    assert stats["total_pairs"] == 14
+    counts = list(stats["by_category"].values())
+    assert max(counts) - min(counts) <= 1
+    rows = [r for rs in rows_of(out).values() for r in rs]
+    assert len(rows) == 14 and len({r["python_hash"] for r in rows}) == 14 and len({r["cuda_hash"] for r in rows}) == 14
+    for r in rows:
+        assert r["compile"]["status"] == "ok"
+        tv = orjson.loads(r["test_vectors"])
+        assert tv["outputs"] and set(tv["inputs"]) == {a["name"] for a in orjson.loads(r["arg_specs"])}
+    assert stats["compile_pass_rate"] is not None and stats["execution_pass_rate"] is not None
+
+
+def test_validate_passes_then_catches_a_corrupted_row(full_run, tmp_path):
+    import shutil
+
+    out, _ = full_run
+    res = cli("validate", str(out), "--no-progress")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "OK" in res.stdout
+
+    # Corrupt one recorded output in a copy of the train JSONL: validate must fail on it.
+    bad = tmp_path / "bad.jsonl"
+    lines = (out / "jsonl" / "train.jsonl").read_bytes().splitlines()
+    row = orjson.loads(lines[0])
+    tv = orjson.loads(row["test_vectors"])
+    name, value = next(iter(tv["outputs"].items()))
+    flat = value["data"]
+    while isinstance(flat[0], list):
+        flat = flat[0]
+    flat[0] = flat[0] + 100.0
+    row["test_vectors"] = orjson.dumps(tv).decode()
+    bad.write_bytes(b"\n".join([orjson.dumps(row)] + lines[1:]) + b"\n")
+    shutil.copy(out / "manifest.json", tmp_path / "manifest.json")
+    res = cli("validate", str(bad), "--no-progress")
+    assert res.returncode == 1
+    assert f"output {name!r} differs" in res.stdout and "bad.jsonl:1" in res.stdout
+
+
+def test_validate_catches_a_tampered_file(full_run, tmp_path):
+    import shutil
+
+    out, _ = full_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = next((copy / "data").glob("train-*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:-10] + b"x" * 10)
+    res = cli("validate", str(copy), "--no-progress")
+    assert res.returncode != 0
+    assert "checksum" in res.stdout + res.stderr
+
+
+def test_load_dataset_reads_the_folder(full_run, tmp_path):
+    out, result = full_run
+    script = (
+        "import sys, datasets\n"
+        "d = datasets.load_dataset(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "print({k: v.num_rows for k, v in d.items()})\n"
+    )
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    res = subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = eval(res.stdout.strip().splitlines()[-1])
+    assert loaded == {s: n for s, n in result.stats["by_split"].items() if n}
+
+
+def test_two_runs_same_bytes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = ProduceConfig(count=60, categories=CATS, seed=11, fast=True, batch_size=16)
+    produce(config, a, workers=0, progress=False)
+    produce(config, b, workers=2, progress=False)
+    assert comparable(a) == comparable(b)
+    card_a, card_b = ((d / "README.md").read_text().splitlines() for d in (a, b))
+    timing = ("| generation time |", "| throughput |")
+    assert [x for x in card_a if not x.startswith(timing)] == [x for x in card_b if not x.startswith(timing)]
+    assert len(card_a) == len(card_b)
+
+
+def test_kill_9_at_random_moments_then_resume(tmp_path):
+    args = ["produce", "--count", "150", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--workers", "1", "--no-progress"]
+    ref = tmp_path / "ref"
+    assert cli(*args, "--output", str(ref)).returncode == 0
+    out = tmp_path / "killed"
+    rng = random.Random(1234)
+    kills = 0
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *args, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(1.0, 4.0))
+        if proc.poll() is not None:
+            break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    assert kills >= 2, "the run finished before it could be killed twice; make it longer"
+    res = cli(*args, "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert comparable(out) == comparable(ref)
+
+
+def test_torn_jsonl_tail_is_repaired(tmp_path):
+    config = ProduceConfig(count=40, categories=CATS, seed=2, fast=True, batch_size=8)
+    ref = tmp_path / "ref"
+    produce(config, ref, workers=0, progress=False)
+    out = tmp_path / "torn"
+    stop_after = 2
+
+    class Stop(Exception):
+        pass
+
+    def stop(batch):
+        if batch + 1 >= stop_after:
+            raise Stop
+
+    with pytest.raises(Stop):
+        produce(config, out, workers=0, progress=False, on_batch=stop)
+    train = out / "jsonl" / "train.jsonl"
+    with open(train, "ab") as f:
+        f.write(b'{"id": "half a line')
+    result = produce(config, out, workers=0, progress=False)
+    assert result.resumed and any("uncommitted bytes" in n for n in result.notes)
+    assert comparable(out) == comparable(ref)
+
+
+def test_config_mismatch_is_refused_and_overwrite_starts_over(tmp_path):
+    out = tmp_path / "ds"
+    base = ["produce", "--categories", ",".join(CATS), "--fast", "--workers", "0", "--no-progress", "--output", str(out)]
+    assert cli(*base, "--count", "12").returncode == 0
+    res = cli(*base, "--count", "12", "--seed", "9")
+    assert res.returncode == 1
+    assert "another configuration" in res.stderr and "--overwrite" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    res = cli(*base, "--count", "12", "--seed", "9", "--overwrite")
+    assert res.returncode == 0
+    assert orjson.loads((out / "manifest.json").read_bytes())["config"]["seed"] == 9
+
+
+def test_complete_folder_is_left_alone(tmp_path):
+    config = ProduceConfig(count=10, categories=CATS, fast=True)
+    produce(config, tmp_path, workers=0, progress=False)
+    before = comparable(tmp_path)
+    result = produce(config, tmp_path, workers=0, progress=False)
+    assert result.already_complete and comparable(tmp_path) == before
+
+
+def test_foreign_folder_is_refused(tmp_path):
+    (tmp_path / "README.md").write_text("somebody else's")
+    with pytest.raises(ProduceError, match="no run state"):
+        produce(ProduceConfig(count=5, categories=CATS, fast=True), tmp_path, workers=0, progress=False)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--count", "0"], "--count must be at least 1"),
+        (["--categories", "nope"], "unknown nope"),
+        (["--arch", "12"], "--arch 12"),
+        (["--split-ratios", "0.5,0.5"], "three numbers"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(tmp_path, args, needle):
+    res = cli("produce", "--output", str(tmp_path / "x"), "--no-progress", *args)
+    assert res.returncode == 2
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_stats_command(full_run):
+    out, result = full_run
+    res = cli("stats", str(out))
+    assert res.returncode == 0 and f"{result.stats['total_pairs']} pairs" in res.stdout
+    res = cli("stats", str(out / "nope"))
+    assert res.returncode == 1 and "not found" in res.stderr
+    DatasetFolder(out)  # folder object is cheap and side-effect free
