@@ -29,12 +29,43 @@ def warp():
 
     if not _initialised:
         wp.config.log_level = wp.LOG_WARNING  # no banner, no per-module build timings
+        if "WARP_CACHE_PATH" not in os.environ:
+            # Every module we build is used once: keep the binaries in a private folder
+            # that is emptied after each batch, not in the user's ~/.cache (GBs per run).
+            wp.config.kernel_cache_dir = _private_cache()
         # Tile GEMMs through libmathdx would link opaque LTO blobs; keep the CUDA self-contained.
         wp.config.enable_mathdx_gemm = False
         with quiet_stderr():
             wp.init()
         _initialised = True
     return wp
+
+
+_cache_dir: str | None = None
+
+
+def _private_cache() -> str:
+    global _cache_dir
+    import atexit
+    import shutil
+    import tempfile
+
+    _cache_dir = tempfile.mkdtemp(prefix="cudagen-warp-cache-")
+    atexit.register(shutil.rmtree, _cache_dir, True)
+    return _cache_dir
+
+
+def clear_private_cache() -> None:
+    """Delete the binaries of modules built so far (a no-op with WARP_CACHE_PATH set)."""
+    import shutil
+
+    if _cache_dir is None:
+        return
+    import warp as wp
+
+    for entry in os.scandir(wp.config.kernel_cache_dir):  # Warp adds a version folder
+        if entry.is_dir() and entry.name.startswith("wp_"):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -200,8 +200,8 @@ def test_torn_jsonl_tail_is_repaired(tmp_path):
     class Stop(Exception):
         pass
 
-    def stop(batch):
-        if batch + 1 >= stop_after:
+    def stop(result):
+        if result.batch + 1 >= stop_after:
             raise Stop
 
     with pytest.raises(Stop):

@@ -100,7 +100,7 @@ def produce(
     workers: int = 0,
     overwrite: bool = False,
     progress: bool = True,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[BatchResult], None] | None = None,
 ) -> ProduceResult:
     """Make (or finish) the dataset of ``config`` in ``output``.  Safe to kill at any time."""
     folder = DatasetFolder(output)
@@ -152,7 +152,7 @@ def produce(
                 bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
                 bar.refresh()
             if on_batch is not None:
-                on_batch(batch)
+                on_batch(result)
     except BaseException:
         executor.close(kill=True)
         if bar is not None:

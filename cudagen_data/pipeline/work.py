@@ -6,6 +6,7 @@ nothing: it returns rows and rejects as plain dicts, in slot order.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ class BatchResult:
     outcomes: list[SlotOutcome]
     preambles: dict[str, str] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    worker_rss_mb: float = 0.0  # resident memory of the process that ran the batch, at its end
 
 
 def _hash(text: str) -> str:
@@ -127,7 +129,16 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
         preamble_hash = _hash(kernel.preamble)
         result.preambles.setdefault(preamble_hash, kernel.preamble)
         outcome.row = build_row(config, batch, spec, kernel, preamble_hash, tv, status, round(gen_ms + ms + share, 3), round(ms, 3), warp_version)
+    result.worker_rss_mb = _rss_mb()
     return result
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:  # not Linux
+        return 0.0
 
 
 def build_row(
