@@ -564,3 +564,11 @@ def test_no_personal_paths_in_written_files(folder, tmp_path):
             assert needle not in text, (name, needle)
         if host and host != "localhost":
             assert not re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", text, re.I), (name, host)
+
+
+def test_card_features_written_without_datasets_match_datasets():
+    from datasets import Features
+
+    from cudagen_data.publish.card import features_yaml
+
+    assert features_yaml(ROW_SCHEMA) == Features.from_arrow_schema(ROW_SCHEMA)._to_yaml_list()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..dataset.store import DatasetError, DatasetFolder, RunState
 from ..publish.splits import assign_split
 from .config import ProduceConfig, ProduceError, command_line, fingerprint, versions
 from .executor import make_executor
-from .work import BatchResult, reject_record, run_batch
+from .work import BatchResult, SlotOutcome, reject_record, run_batch
 
 # Stop instead of looping forever when generators stop yielding valid, new kernels.
 MAX_SLOTS_PER_ROW = 20
@@ -133,13 +134,21 @@ def produce(
         while not all(full(c) for c in config.categories):
             while len(pending) < window and next_batch < max_batches:
                 skip = frozenset(c for c in config.categories if full(c))
-                pending.append((next_batch, executor.submit(run_batch, config, next_batch, skip)))
+                pending.append((next_batch, skip, executor.submit(run_batch, config, next_batch, skip)))
                 next_batch += 1
             if not pending:
                 short = [c for c in config.categories if not full(c)]
                 raise ProduceError(f"categories {', '.join(short)} stopped yielding new valid kernels after {max_batches} batches; see {store.REJECTS_FILE} for why")
-            batch, future = pending.popleft()
-            result: BatchResult = future.result()
+            batch, skip, future = pending.popleft()
+            try:
+                result: BatchResult = future.result()
+            except BrokenProcessPool:
+                # A worker died (a kernel crashed native code).  Retry the batch alone; if it
+                # dies again its slots are rejected, which is as deterministic as the crash.
+                executor.close(kill=True)
+                result = _run_isolated(config, batch, skip)
+                executor = make_executor(workers)
+                pending = deque((b, k, executor.submit(run_batch, config, b, k)) for b, k, _ in pending)
             t0 = time.perf_counter()
             rows_by_split, rejects = _consume(config, result, tally, dedup, full)
             state.next_batch = batch + 1
@@ -163,6 +172,22 @@ def produce(
         bar.close()
     stats = finalize(folder, config, state)
     return ProduceResult(folder.root, stats, notes, resumed)
+
+
+def _run_isolated(config: ProduceConfig, batch: int, skip: frozenset) -> BatchResult:
+    solo = make_executor(1)
+    try:
+        return solo.submit(run_batch, config, batch, skip).result()
+    except BrokenProcessPool:
+        outcomes = []
+        for slot in config.batch_slots(batch):
+            category, _ = config.slot(slot)
+            if category not in skip:
+                detail = "the worker process died running this batch, twice"
+                outcomes.append(SlotOutcome(slot, category, reject=reject_record(slot, None, category, "worker_crash", detail)))
+        return BatchResult(batch, outcomes)
+    finally:
+        solo.close(kill=True)
 
 
 def _consume(config: ProduceConfig, result: BatchResult, tally: dict, dedup: _Dedup, full) -> tuple[dict, list]:

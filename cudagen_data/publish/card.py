@@ -169,6 +169,40 @@ def _split_counts(manifest: dict, stats: dict, split_files: dict[str, list[str]]
     return counts
 
 
+_ARROW_DTYPES = {
+    pa.string(): "string",
+    pa.large_string(): "large_string",
+    pa.bool_(): "bool",
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.float32(): "float32",
+    pa.float64(): "float64",
+}
+
+
+def features_yaml(schema: pa.Schema) -> list[dict]:
+    """The ``dataset_info.features`` list for ``schema``, in the Hub's YAML form.
+
+    Written out here (rather than ``datasets.Features(...)._to_yaml_list()``) so that a
+    dataset can be produced where ``datasets`` is not installed (a GPU box); a test checks
+    it equals what ``datasets`` itself makes.
+    """
+
+    def entry(name: str, t: pa.DataType) -> dict:
+        if pa.types.is_struct(t):
+            return {"name": name, "struct": [entry(f.name, f.type) for f in t]}
+        if pa.types.is_list(t):
+            inner = t.value_type
+            if inner in _ARROW_DTYPES:
+                return {"name": name, "list": _ARROW_DTYPES[inner]}
+            return {"name": name, "list": [entry(f.name, f.type) for f in inner]} if pa.types.is_struct(inner) else {"name": name, "list": entry("", inner)}
+        if t not in _ARROW_DTYPES:
+            raise PublishError(f"README.md: no Hub feature type for column {name!r} ({t})")
+        return {"name": name, "dtype": _ARROW_DTYPES[t]}
+
+    return [entry(f.name, f.type) for f in schema]
+
+
 def card_header(
     manifest: dict,
     stats: dict,
@@ -177,13 +211,10 @@ def card_header(
     num_bytes: dict[str, int] | None = None,
 ) -> dict:
     """The card's YAML header as a dict (what :func:`render_card` dumps)."""
-    from datasets import Features
-
     splits = _ordered_splits(split_files)
     if not splits:
         raise PublishError("README.md: no data files in any split")
     counts = _split_counts(manifest, stats, split_files, splits)
-    features = Features.from_arrow_schema(schema)
     num_bytes = num_bytes or {}
     return {
         "license": LICENSE,
@@ -200,7 +231,7 @@ def card_header(
             }
         ],
         "dataset_info": {
-            "features": features._to_yaml_list(),
+            "features": features_yaml(schema),
             "splits": [
                 {"name": s, "num_bytes": int(num_bytes.get(s, 0)), "num_examples": counts[s]} for s in splits
             ],
