@@ -175,6 +175,21 @@ def categories() -> None:
     typer.echo("\n".join(all_categories()))
 
 
+@app.command("gpu-validate")
+def gpu_validate(
+    path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Check only the first N rows."),
+    device: str = typer.Option("cuda:0", "--device", help="CUDA device to run on."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes compiling in parallel (default: CPU cores)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on the test vectors (see GPU_TESTING.md)."""
+    from .gpu import run_gpu_validation
+
+    raise typer.Exit(run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress))
+
+
 @app.command()
 @expected_errors
 def publish(

@@ -87,11 +87,13 @@ def extract_kernels(source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: in
 
 def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH) -> ExtractedKernel:
     """Generate CUDA for one Warp kernel object, alone in its own module."""
-    warp_env.warp()
+    wp = warp_env.warp()
     from warp._src import codegen
     from warp._src.context import ModuleBuilder, ModuleHasher
 
-    options = kernel.module.options | {"block_dim": block_dim, "output_arch": arch}
+    # Resolved exactly as Module.load resolves them, so the text is what Warp compiles when
+    # the kernel is launched (in 1.19: the grid-stride launch form, WP_NO_BFLOAT16 ...).
+    options = kernel.module.resolve_options(wp.config, block_dim) | {"output_arch": arch}
     builder = ModuleBuilder(kernel.module, options, ModuleHasher([kernel], options), target="cuda")
     text = builder.codegen("cuda")
 

@@ -1,0 +1,65 @@
+"""Is the CUDA a row records the CUDA that Warp emits, and the CUDA that ran?
+
+Two checks, both byte for byte:
+
+- ``regenerate``: generate the row's CUDA again from ``python_source`` with the
+  installed Warp, exactly as the producer did (extract_source, same block_dim and
+  arch), and compare preamble hash, device functions, forward and backward.
+- ``compiled_matches``: the translation unit Warp actually compiled for the GPU run
+  (its ``.cu`` file in Warp's kernel cache) must start with the row's preamble and
+  contain its device functions, forward and backward verbatim, so the GPU ran the
+  recorded CUDA and not some other rendering of the same kernel.
+
+A difference is *drift* when the installed Warp is not the version that made the row
+(the text is expected to change between versions), and a failure otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import xxhash
+
+from .. import warp_env
+from ..extract import DEFAULT_BLOCK_DIM, extract_source
+
+PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
+
+
+def _hash(text: str) -> str:
+    return xxhash.xxh3_64_hexdigest(text.encode())
+
+
+def regenerate(row: dict) -> list[str]:
+    """The parts of the row's CUDA that the installed Warp renders differently ([] if none)."""
+    report = extract_source(row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"])
+    kernel = next((k for k in report.kernels if k.name == row["kernel_name"]), None)
+    if kernel is None:
+        why = report.errors[0].message if report.errors else f"no kernel named {row['kernel_name']!r}"
+        return [f"codegen failed: {why}"]
+    differs = [name for name, column in PARTS if getattr(kernel, name) != row[column]]
+    if _hash(kernel.preamble) != row["preamble_hash"]:
+        differs.insert(0, "preamble")
+    return differs
+
+
+def compiled_source_path(module, block_dim: int) -> str:
+    """Where Warp's kernel cache keeps the source it compiled for this module variant."""
+    wp = warp_env.warp()
+    ident = module.get_module_identifier(block_dim)
+    return os.path.join(wp.config.kernel_cache_dir, ident, ident + ".cu")
+
+
+def compiled_matches(text: str, row: dict) -> list[str]:
+    """The recorded parts missing from a compiled translation unit ([] if all are there)."""
+    warp_env.warp()
+    from warp._src import codegen
+
+    missing = []
+    end = text.find(codegen.codegen_cast_macros)
+    if end < 0 or _hash(text[: end + len(codegen.codegen_cast_macros)]) != row["preamble_hash"]:
+        missing.append("preamble")
+    for name, column in PARTS:
+        if row[column] and row[column] not in text:
+            missing.append(name)
+    return missing

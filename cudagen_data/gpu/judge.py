@@ -1,0 +1,83 @@
+"""Turn what the workers measured for one row into its verdict (failures, drift, checks)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..validate.rows import recorded_run
+from .report import RowVerdict
+from .tolerance import check_array
+from .worker import DeviceOutcome, ReferenceOutcome, grad_key
+
+# Loosest first: a row is labelled with the loosest tolerance any of its arrays needed.
+_LOOSENESS = ("fallback", "float64_native", "float64_twin", "exact")
+
+
+def judge(
+    pos: int,
+    row: dict,
+    device: DeviceOutcome | None,
+    reference: ReferenceOutcome | None,
+    crashes: dict[str, str],
+    warp_version: str,
+) -> RowVerdict:
+    """``crashes`` maps a stage ("device", "reference") to why its worker died on this row."""
+    v = RowVerdict(pos, str(row.get("id")), str(row.get("category")), str(row.get("kernel_name")), str(row.get("warp_version")))
+    if "__unreadable__" in row:
+        v.failures.append(("schema", "not a JSON line"))
+        return v
+    if device is None:
+        v.failures.append(("gpu_run", f"{crashes.get('device', 'no result')} while building or running this kernel"))
+        return v
+    same_warp = v.warp_version == warp_version
+    v.cuda_regenerated = _text_check(v, device.regen_differs, same_warp, "cuda_regenerate",
+                                     "CUDA regenerated from python_source differs from the recorded text in: ")
+    v.cuda_compiled = _text_check(v, device.compiled_missing, same_warp, "cuda_compiled",
+                                  "the CUDA compiled for the run does not contain the recorded text of: ")
+    v.build = device.build
+    if device.error is not None:
+        v.failures.append(device.error)
+        return v
+    if not device.has_vectors:
+        v.twin = "no test vectors"
+        return v
+    v.ran = True
+    if reference is not None:
+        v.twin = reference.twin
+    else:
+        v.twin = f"CPU reference stage crashed ({crashes.get('reference', 'no result')})"
+    twin_ok = reference is not None and reference.twin == "ok"
+    native64 = reference is not None and reference.native64
+    _, outputs, _, input_grads = recorded_run(row)
+    for kind, recorded, got, key in (
+        ("output", outputs, device.outputs, lambda n: n),
+        ("input gradient", input_grads, device.input_grads, grad_key),
+    ):
+        for name, expected in recorded.items():
+            if name not in got:
+                v.failures.append(("outputs" if kind == "output" else "gradients", f"{kind} {name!r} was not produced on the device"))
+                continue
+            check = check_array(
+                name, kind, got[name], np.asarray(expected),
+                cpu32=reference.cpu32.get(key(name)) if twin_ok else None,
+                ref64=reference.ref64.get(key(name)) if twin_ok else None,
+                native64=native64,
+            )  # fmt: skip
+            v.arrays.append(check)
+            if not check.ok:
+                v.failures.append(("outputs" if kind == "output" else "gradients", check.describe()))
+    used = {a.tolerance for a in v.arrays} or {"exact"}
+    v.tolerance = next(t for t in _LOOSENESS if t in used)
+    return v
+
+
+def _text_check(v: RowVerdict, differs: list[str] | None, same_warp: bool, check: str, message: str) -> str:
+    if differs is None:
+        return ""
+    if not differs:
+        return "identical"
+    if same_warp:
+        v.failures.append((check, message + ", ".join(differs)))
+        return "differs"
+    v.drift.append(f"{check}: {', '.join(differs)}")
+    return "drift"

@@ -1,0 +1,153 @@
+"""Real dataset rows from a few hand-written Warp kernels, made with the producer's own
+steps (extract -> CPU run -> test vectors -> build_row), independent of the generators.
+
+The kernels cover what the GPU suite must handle: float32 transcendental chains with a
+@wp.func, a scalar argument and a float module constant; vec3 / mat33 / quat types;
+an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16.
+"""
+
+from __future__ import annotations
+
+from cudagen_data.extract import extract_source
+from cudagen_data.pipeline.config import ProduceConfig, versions
+from cudagen_data.pipeline.work import _hash, build_row
+from cudagen_data.spec import ArgSpec, KernelSpec
+from cudagen_data.validate.execute import execute_specs, test_vectors
+
+
+def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
+    return ArgSpec(name, "array", dtype, shape, role, domain)
+
+
+KERNELS: dict[str, tuple[str, tuple[ArgSpec, ...], tuple[int, ...], int | None]] = {
+    "chain": (
+        '''import warp as wp
+
+SCALE = wp.constant(1.5)
+
+@wp.func
+def bump(v: float):
+    return wp.exp(wp.sin(v) * 2.0) / (1.0 + wp.sqrt(wp.abs(v)))
+
+@wp.kernel
+def chain(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = bump(x[i] * s) * SCALE + wp.tanh(x[i]) - 0.25
+''',
+        (_arr("x", "float32", (64,), domain=(-2.0, 2.0)), ArgSpec("s", "scalar", "float32", domain=(0.5, 1.5)), _arr("y", "float32", (64,), "out")),
+        (64,),
+        None,
+    ),
+    "geometry": (
+        '''import warp as wp
+
+@wp.kernel
+def geometry(v: wp.array(dtype=wp.vec3), a: wp.array(dtype=wp.float32), m: wp.array(dtype=wp.mat33), q_out: wp.array(dtype=wp.quat), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    axis = wp.normalize(v[i] + wp.vec3(0.1, 0.2, 0.3))
+    q = wp.quat_from_axis_angle(axis, a[i])
+    q_out[i] = q
+    out[i] = wp.quat_rotate(q, v[i]) + m[i] * v[i] * 0.5
+''',
+        (_arr("v", "vec3", (16,)), _arr("a", "float32", (16,), domain=(-3.0, 3.0)), _arr("m", "mat33", (16,)), _arr("q_out", "quat", (16,), "out"), _arr("out", "vec3", (16,), "out")),
+        (16,),
+        None,
+    ),
+    "argmax": (
+        '''import warp as wp
+
+@wp.kernel
+def argmax_rows(x: wp.array2d(dtype=float), idx: wp.array(dtype=int), best: wp.array(dtype=float)):
+    r = wp.tid()
+    b = x[r, 0]
+    k = int(0)
+    for j in range(1, 8):
+        if x[r, j] > b:
+            b = x[r, j]
+            k = j
+    idx[r] = k
+    best[r] = b * 2.0
+''',
+        (_arr("x", "float32", (6, 8)), _arr("idx", "int32", (6,), "out"), _arr("best", "float32", (6,), "out")),
+        (6,),
+        None,
+    ),
+    "atomic": (
+        '''import warp as wp
+
+@wp.kernel
+def atomic_sum(x: wp.array2d(dtype=float), out: wp.array(dtype=float)):
+    r, c = wp.tid()
+    wp.atomic_add(out, r, x[r, c] * x[r, c] + 0.1)
+''',
+        (_arr("x", "float32", (8, 32), domain=(-2.0, 2.0)), _arr("out", "float32", (8,), "out")),
+        (8, 32),
+        None,
+    ),
+    "tile": (
+        '''import warp as wp
+
+TILE = wp.constant(64)
+
+@wp.kernel
+def tile_sum(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    t = wp.tile_load(x, shape=TILE, offset=i * TILE)
+    s = wp.tile_sum(t)
+    wp.tile_atomic_add(total, s)
+''',
+        (_arr("x", "float32", (256,)), _arr("total", "float32", (1,), "out")),
+        (4,),
+        32,
+    ),
+    "float64": (
+        '''import warp as wp
+
+@wp.kernel
+def f64_kernel(x: wp.array(dtype=wp.float64), y: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    y[i] = wp.exp(x[i]) * wp.float64(0.5) + wp.cos(x[i])
+''',
+        (_arr("x", "float64", (32,)), _arr("y", "float64", (32,), "out")),
+        (32,),
+        None,
+    ),
+    "float16": (
+        '''import warp as wp
+
+@wp.kernel
+def half_kernel(x: wp.array(dtype=wp.float16), y: wp.array(dtype=wp.float16)):
+    i = wp.tid()
+    y[i] = x[i] * wp.float16(1.5) + wp.float16(0.25)
+''',
+        (_arr("x", "float16", (32,)), _arr("y", "float16", (32,), "out")),
+        (32,),
+        None,
+    ),
+}
+
+CATEGORY = "handmade"
+
+
+def kernel_spec(name: str, index: int = 0) -> KernelSpec:
+    source, args, launch_dim, block_dim = KERNELS[name]
+    kernel_name = source.split("@wp.kernel\ndef ", 1)[1].split("(", 1)[0]
+    return KernelSpec(CATEGORY, kernel_name, source, args, launch_dim, "basic", block_dim=block_dim, index=index)
+
+
+def make_rows(names: list[str]) -> list[dict]:
+    """Rows for the named kernels, exactly as the producer would write them."""
+    config = ProduceConfig(count=len(names), categories=(CATEGORY,))
+    specs = [kernel_spec(n, i) for i, n in enumerate(names)]
+    runs = execute_specs(specs, reference_checks={})
+    rows = []
+    for spec, run in zip(specs, runs):
+        assert run.ok, f"{spec.kernel_name}: {run.reason} {run.detail}"
+        kernel = extract_source(spec.python_source, block_dim=spec.block_dim or 256, arch=config.arch).kernels[0]
+        rows.append(build_row(config, 0, spec, kernel, _hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]))
+    return rows
+
+
+def with_source(row: dict, source: str) -> dict:
+    """A copy of ``row`` whose kernel source is replaced (same name and signature)."""
+    return {**row, "python_source": source}
