@@ -1,10 +1,16 @@
-"""Canonical forms of a kernel's Python source, for deduplication and leak-free splits.
+"""Canonical forms of kernel sources, for deduplication and leak-free splits.
 
-``canonical_python``: the source re-printed from its AST with every user identifier
-(kernel, functions, arguments, locals, structs, fields) renamed in order of first
-appearance and docstrings dropped: two kernels that differ only in names and layout
-have the same form.  ``canonical_shape`` additionally folds every numeric literal into
-one token: kernels that differ only in constants share a shape.
+``canonical_python`` re-prints a source from its AST with docstrings and comments gone
+and every user-chosen identifier (kernel, function, argument, local variable, struct and
+field names) renamed in order of first appearance to ``v0``, ``v1``, ...  Two kernels
+that differ only in naming and formatting get the same canonical form.
+``canonical_shape`` additionally replaces every numeric literal with one token, so
+kernels that differ only in their constants share a shape.
+
+Names that are not the author's choice are kept: the ``warp``/``wp`` module and its
+attributes (``wp.sin``, ``wp.vec3``), Python builtins (``range``, ``float``, ``int``),
+and attribute names that are not fields of a struct the source defines (``v.x``,
+``a.shape``).
 """
 
 from __future__ import annotations
@@ -14,77 +20,158 @@ import builtins
 
 import xxhash
 
-_KEEP = set(dir(builtins)) | {"wp", "warp", "np", "numpy", "self"}
+KEEP_NAMES = frozenset(dir(builtins)) | {"wp", "warp", "np", "numpy", "math"}
+NUMBER_TOKEN = "NUM"
+
+
+def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return body or [ast.Pass()]
 
 
 class _Renamer(ast.NodeTransformer):
-    def __init__(self, fold_numbers: bool):
-        self.names: dict[str, str] = {}
-        self.fold_numbers = fold_numbers
+    """Renames identifiers to v0, v1, ... in order of first appearance (source order)."""
+
+    def __init__(self, struct_fields: set[str], imported: set[str], user_functions: set[str]):
+        self.mapping: dict[str, str] = {}
+        self.struct_fields = struct_fields
+        self.user_functions = user_functions
+        self.keep = KEEP_NAMES | imported
 
     def _name(self, name: str) -> str:
-        if name in _KEEP:
+        if name in self.keep:
             return name
-        return self.names.setdefault(name, f"v{len(self.names)}")
+        if name not in self.mapping:
+            self.mapping[name] = f"v{len(self.mapping)}"
+        return self.mapping[name]
 
-    def visit_Name(self, node: ast.Name):
+    # definitions -------------------------------------------------------------------
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        node.body = _strip_docstring(node.body) if node.body else node.body
+        self.generic_visit(node)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        for d in node.decorator_list:
+            self.visit(d)
+        node.name = self._name(node.name)
+        self.visit(node.args)
+        if node.returns is not None:
+            node.returns = self.visit(node.returns)
+        node.body = [self.visit(s) for s in _strip_docstring(node.body)]
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        for d in node.decorator_list:
+            self.visit(d)
+        node.name = self._name(node.name)
+        node.bases = [self.visit(b) for b in node.bases]
+        node.body = [self.visit(s) for s in _strip_docstring(node.body)]
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._name(node.arg)
+        if node.annotation is not None:
+            node.annotation = self.visit(node.annotation)
+        return node
+
+    # uses ----------------------------------------------------------------------------
+    def visit_Name(self, node: ast.Name) -> ast.AST:
         node.id = self._name(node.id)
         return node
 
-    def visit_arg(self, node: ast.arg):
-        node.arg = self._name(node.arg)
-        self.generic_visit(node)
-        return node
-
-    def visit_FunctionDef(self, node: ast.FunctionDef):
-        node.name = self._name(node.name)
-        _drop_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_ClassDef(self, node: ast.ClassDef):
-        node.name = self._name(node.name)
-        _drop_docstring(node)
-        self.generic_visit(node)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute):
-        self.generic_visit(node)
-        # wp.sin, wp.vec3 ...: library names stay; struct fields (p.mass) are renamed.
-        if not (isinstance(node.value, ast.Name) and node.value.id in _KEEP):
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        node.value = self.visit(node.value)
+        if node.attr in self.struct_fields and not (isinstance(node.value, ast.Name) and node.value.id in self.keep):
             node.attr = self._name(node.attr)
         return node
 
-    def visit_Constant(self, node: ast.Constant):
-        if self.fold_numbers and isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool):
-            return ast.Name(id="NUM", ctx=ast.Load())
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        # struct field declarations: ``pos: wp.vec3``
+        node.target = self.visit(node.target)
+        node.annotation = self.visit(node.annotation)
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        # keyword arguments of calls to the author's own functions name its parameters;
+        # keywords of library calls (``wp.identity(n=3)``) are not the author's names
+        own = isinstance(node.func, ast.Name) and node.func.id in self.user_functions
+        node.func = self.visit(node.func)
+        node.args = [self.visit(a) for a in node.args]
+        for kw in node.keywords:
+            if own and kw.arg is not None:
+                kw.arg = self._name(kw.arg)
+            kw.value = self.visit(kw.value)
+        return node
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
+        # a bare string statement anywhere is a comment-like docstring: drop it
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return None
+        self.generic_visit(node)
         return node
 
 
-def _drop_docstring(node) -> None:
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-        node.body = body[1:] or [ast.Pass()]
+def _struct_fields(tree: ast.Module) -> set[str]:
+    fields: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    fields.add(stmt.target.id)
+    return fields
 
 
-def _canonical(source: str, fold_numbers: bool) -> str:
+def _imported_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+    return names
+
+
+def _canonical_tree(source: str) -> ast.Module:
     tree = ast.parse(source)
-    _drop_docstring(tree)
-    tree = _Renamer(fold_numbers).visit(tree)
-    return ast.unparse(tree)
+    user_functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    renamer = _Renamer(_struct_fields(tree), _imported_names(tree), user_functions)
+    tree = renamer.visit(tree)
+    return ast.fix_missing_locations(tree)
 
 
 def canonical_python(source: str) -> str:
-    return _canonical(source, fold_numbers=False)
+    """The source re-printed from its AST with user identifiers renamed v0, v1, ... in
+    order of first appearance and docstrings/comments dropped."""
+    return ast.unparse(_canonical_tree(source))
+
+
+class _NumberEraser(ast.NodeTransformer):
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        value = node.value
+        if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+            return ast.copy_location(ast.Name(id=NUMBER_TOKEN, ctx=ast.Load()), node)
+        return node
 
 
 def canonical_shape(source: str) -> str:
-    return _canonical(source, fold_numbers=True)
+    """:func:`canonical_python` with every numeric literal replaced by one token."""
+    tree = _NumberEraser().visit(_canonical_tree(source))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _hash(text: str) -> str:
+    return xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
 
 
 def python_hash(source: str) -> str:
-    return xxhash.xxh3_64_hexdigest(canonical_python(source).encode())
+    """16 hex digits: xxh3_64 of :func:`canonical_python`."""
+    return _hash(canonical_python(source))
 
 
 def shape_hash(source: str) -> str:
-    return xxhash.xxh3_64_hexdigest(canonical_shape(source).encode())
+    """16 hex digits: xxh3_64 of :func:`canonical_shape`."""
+    return _hash(canonical_shape(source))

@@ -154,8 +154,9 @@ def build_row(
     warp_version: str,
 ) -> dict:
     """A dataset row (columns: dataset/schema.py)."""
+    python_hash = canonical.python_hash(spec.python_source)
     return {
-        "id": canonical.python_hash(spec.python_source),
+        "id": python_hash,
         "kernel_name": spec.kernel_name,
         "category": spec.category,
         "python_source": spec.python_source,
@@ -179,7 +180,7 @@ def build_row(
         "launch_dim": list(spec.launch_dim),
         "block_dim": spec.block_dim,
         "test_vectors": orjson.dumps(vectors).decode() if vectors is not None else "",
-        "python_hash": canonical.python_hash(spec.python_source),
+        "python_hash": python_hash,
         "shape_hash": canonical.shape_hash(spec.python_source),
         "cuda_hash": _hash(kernel.forward + kernel.backward),
         "compile": {"arch": config.arch, "status": compile_status, "time_ms": compile_ms},

@@ -1,0 +1,327 @@
+"""2-D and 3-D neighbourhood stencils with clamp / zero / wrap boundaries.
+
+Operators: Laplacian (5 / 7 point), wide cross (4th-order Laplacian), box mean,
+convolution with a weight array, max filter, gradient magnitude; optionally applied as
+an explicit update ``x + alpha * S(x)`` or scaled ``alpha * S(x)``.  Neighbours are
+written out one by one or visited with constant-bound loops (unrolled by Warp);
+boundaries are handled inline, with index helpers, or with a sampling @wp.func.
+
+params: dims, grid (shape), boundary, op, terms ([[offset..], coefficient] for linear
+operators; coefficient None means "weight array entry"), radius, update, eps and
+argument names.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...spec import KernelSpec
+from ._common import (
+    Code, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, make_spec, order_args, pick_float,
+    scalar,
+)
+
+CATEGORY = "stencil"
+OPS = ("laplace", "cross4", "box", "conv", "maxf", "gradmag")
+AXES = "ijk"
+
+
+def _offsets(dims: int, radius: int) -> list[tuple[int, ...]]:
+    return list(itertools.product(range(-radius, radius + 1), repeat=dims))
+
+
+def _linear_terms(op: str, dims: int, radius: int) -> list[tuple[tuple[int, ...], float | None]]:
+    """(offset, coefficient) pairs; coefficient None = entry of the weight array."""
+    zero = (0,) * dims
+    if op == "laplace":
+        terms = [(zero, -2.0 * dims)]
+        for a in range(dims):
+            for s in (-1, 1):
+                off = [0] * dims
+                off[a] = s
+                terms.append((tuple(off), 1.0))
+        return terms
+    if op == "cross4":  # 4th-order accurate second derivative along each axis
+        c = {1: 4.0 / 3.0, 2: -1.0 / 12.0}
+        terms = [(zero, -2.5 * dims)]
+        for a in range(dims):
+            for dist in (1, 2):
+                for s in (-1, 1):
+                    off = [0] * dims
+                    off[a] = s * dist
+                    terms.append((tuple(off), c[dist]))
+        return terms
+    if op == "box":
+        n = (2 * radius + 1) ** dims
+        return [(off, 1.0 / n) for off in _offsets(dims, radius)]
+    if op == "conv":
+        return [(off, None) for off in _offsets(dims, radius)]
+    raise ValueError(op)
+
+
+def generate(rng: np.random.Generator) -> KernelSpec:
+    dims = choice(rng, [2, 3], [0.65, 0.35])
+    op = choice(rng, OPS, [0.2, 0.12, 0.18, 0.2, 0.15, 0.15])
+    boundary = choice(rng, ["clamp", "zero", "wrap"])
+    ft = pick_float(rng, 0.3)
+    names = Names(rng)
+    if dims == 2:
+        H = choice(rng, [6, 8, 10, 12, 16])
+        W = choice(rng, [w for w in (6, 8, 10, 12, 16) if H * w <= 256])
+        grid = (H, W)
+    else:
+        grid = tuple(choice(rng, [4, 5, 6]) for _ in range(3))
+    radius = 2 if op == "cross4" else (2 if (op in ("box", "conv", "maxf") and dims == 2 and coin(rng, 0.2)) else 1)
+    layout = choice(rng, ["nd", "flat"], [0.75, 0.25])
+    launch_form = choice(rng, ["nd", "linear"], [0.75, 0.25])
+    update = choice(rng, ["direct", "residual", "scaled"], [0.5, 0.3, 0.2]) if op != "maxf" else "direct"
+
+    x = names("x", "field", "u", "grid", "src", "phi", "img")
+    out = names("out", "result", "dst", "u_next", "y", "filtered")
+    w = names("w", "weights", "kernel_w", "taps") if op == "conv" else None
+    alpha = names("alpha", "dt", "coef", "rate") if update != "direct" else None
+    sizes = Sizes(rng, names, p_shape=0.5 if layout == "nd" else 0.0, p_arg=0.3)
+    code = Code(1)
+    funcs: list[str] = []
+
+    # thread -> cell index
+    idx = [names(*c) for c in (("i", "y", "row", "z"), ("j", "x0", "col", "yy"), ("k", "l", "zz", "c"))][:dims]
+    dim_exprs = [
+        sizes.get(f"n{a}", grid[a], f"{x}.shape[{a}]" if layout == "nd" else None,
+                  [["nx", "height", "ni", "rows"], ["ny", "width", "nj", "cols"], ["nz", "depth", "nk", "planes"]][a])
+        for a in range(dims)
+    ]
+    if launch_form == "nd":
+        code(f"{', '.join(idx)} = wp.tid()")
+        launch = grid
+    else:
+        t = names("tid", "cell", "lin", "gid")
+        code(f"{t} = wp.tid()")
+        if dims == 2:
+            code(f"{idx[0]} = {t} // {dim_exprs[1]}", f"{idx[1]} = {t} % {dim_exprs[1]}")
+        else:
+            code(f"{idx[0]} = {t} // ({dim_exprs[1]} * {dim_exprs[2]})",
+                 f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
+                 f"{idx[2]} = {t} % {dim_exprs[2]}")
+        launch = (int(np.prod(grid)),)
+
+    def flat_index(parts: list[str]) -> str:
+        parts = [f"({q})" if " " in q else q for q in parts]  # (i - 1) * W, not i - 1 * W
+        if dims == 2:
+            return f"{parts[0]} * {dim_exprs[1]} + {parts[1]}"
+        return f"({parts[0]} * {dim_exprs[1]} + {parts[1]}) * {dim_exprs[2]} + {parts[2]}"
+
+    def element(array: str, parts: list[str]) -> str:
+        return f"{array}[{flat_index(parts)}]" if layout == "flat" else f"{array}[{', '.join(parts)}]"
+
+    # boundary handling: how a neighbour at (index + offset) is read
+    access = choice(rng, ["inline", "index_helper", "sample_helper"], [0.4, 0.35, 0.25])
+    if access == "sample_helper" and layout == "flat":
+        access = "index_helper"
+    if boundary == "zero" and access == "index_helper":
+        access = "inline"
+    fix_name = None
+    if access == "index_helper":
+        fix_name = names("clamp_index", "clamp_idx", "edge") if boundary == "clamp" else names("wrap_index", "wrap", "periodic")
+        if boundary == "clamp":
+            body = choice(rng, ["return wp.clamp(i, 0, n - 1)", "return wp.min(wp.max(i, 0), n - 1)"])
+        else:
+            body = choice(rng, ["return (i + n) % n", "return (i % n + n) % n"])
+        funcs.append(f"@wp.func\ndef {fix_name}(i: int, n: int):\n    {body}\n")
+    sample_name = None
+    if access == "sample_helper":
+        sample_name = names("sample", "fetch", "load", "read")
+        fp = [names("a", "b", "p"), names("b2", "q", "m"), names("c2", "r", "s")][:dims]
+        f_arr = names("f", "arr", "buf")
+        params = ", ".join([f"{f_arr}: {array_ann(dims, ft.ann, 0)}"] + [f"{v}: int" for v in fp])
+        fcode = Code(1)
+        if boundary == "zero":
+            cond = " or ".join(f"{v} < 0 or {v} >= {f_arr}.shape[{a}]" for a, v in enumerate(fp))
+            with fcode.block(f"if {cond}:"):
+                fcode(f"return {ft.zero()}")
+            fcode(f"return {f_arr}[{', '.join(fp)}]")
+        elif boundary == "clamp":
+            fcode(f"return {f_arr}[{', '.join(f'wp.clamp({v}, 0, {f_arr}.shape[{a}] - 1)' for a, v in enumerate(fp))}]")
+        else:
+            fcode(f"return {f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]")
+        funcs.append(f"@wp.func\ndef {sample_name}({params}):\n{fcode.text()}")
+    clamp_form = choice(rng, ["clamp", "minmax"])
+    tmp_counter = [0]
+
+    def shifted(a: int, off) -> str:
+        if isinstance(off, int):
+            return idx[a] if off == 0 else f"{idx[a]} {'+' if off > 0 else '-'} {abs(off)}"
+        return f"{idx[a]} + {off}"
+
+    def fetch(offsets) -> str:
+        """Expression (possibly after emitting statements) for the neighbour value."""
+        parts = [shifted(a, o) for a, o in enumerate(offsets)]
+        if all(isinstance(o, int) and o == 0 for o in offsets):
+            return element(x, list(idx))
+        if access == "sample_helper":
+            return f"{sample_name}({x}, {', '.join(parts)})"
+        if boundary == "zero":
+            tmp_counter[0] += 1
+            v = f"nb{tmp_counter[0]}" if not isinstance(offsets[0], str) else "nb"
+            checks = []
+            for a, o in enumerate(offsets):
+                if isinstance(o, int) and o < 0:
+                    checks.append(f"{parts[a]} >= 0")
+                elif isinstance(o, int) and o > 0:
+                    checks.append(f"{parts[a]} < {dim_exprs[a]}")
+                elif not isinstance(o, int):
+                    checks += [f"{parts[a]} >= 0", f"{parts[a]} < {dim_exprs[a]}"]
+            code(f"{v} = {ft.zero()}")
+            with code.block(f"if {' and '.join(checks)}:"):
+                code(f"{v} = {element(x, parts)}")
+            return v
+        fixed = []
+        for a, o in enumerate(offsets):
+            if isinstance(o, int) and o == 0:
+                fixed.append(idx[a])
+            elif fix_name:
+                fixed.append(f"{fix_name}({parts[a]}, {dim_exprs[a]})")
+            elif boundary == "clamp":
+                fixed.append(f"wp.clamp({parts[a]}, 0, {dim_exprs[a]} - 1)" if clamp_form == "clamp"
+                             else f"wp.min(wp.max({parts[a]}, 0), {dim_exprs[a]} - 1)")
+            else:
+                fixed.append(f"({parts[a]} + {dim_exprs[a]}) % {dim_exprs[a]}")
+        return element(x, fixed)
+
+    acc = names("acc", "s", "total", "lap", "val")
+    params = {"dims": dims, "grid": list(grid), "boundary": boundary, "op": op, "radius": radius,
+              "update": update, "x": x, "out": out, "w": w, "alpha": alpha}
+    enumerate_form = "explicit"
+    if op in ("box", "conv", "maxf"):
+        enumerate_form = "loops" if (dims == 3 or radius == 2 or coin(rng, 0.6)) else "explicit"
+    if op in ("laplace", "cross4", "box", "conv"):
+        terms = _linear_terms(op, dims, radius)
+        params["terms"] = [[list(o), c] for o, c in terms]
+        if enumerate_form == "loops":
+            d = [names("di", "dy", "oi"), names("dj", "dx", "oj"), names("dk", "dz", "ok")][:dims]
+            code(f"{acc} = {ft.zero()}")
+            for a in range(dims):
+                code.lines.append("    " * code.level + f"for {d[a]} in range({-radius}, {radius + 1}):")
+                code.level += 1
+            v = fetch(d)
+            if op == "conv":
+                widx = ", ".join(f"{dd} + {radius}" for dd in d)
+                code(f"{acc} += {w}[{widx}] * {v}")
+            else:
+                code(f"{acc} += {v}")
+            code.level -= dims
+            if op == "box":
+                n = (2 * radius + 1) ** dims
+                code(choice(rng, [f"{acc} = {acc} / {ft.lit(float(n))}", f"{acc} = {acc} * {ft.lit(1.0 / n)}"]))
+        else:
+            pieces = []
+            for off, c in terms:
+                v = fetch(off)
+                if c is None:
+                    pieces.append(f"{w}[{', '.join(str(o + radius) for o in off)}] * {v}")
+                elif c == 1.0:
+                    pieces.append(v)
+                else:
+                    pieces.append(f"{ft.lit(c)} * {v}")
+            if op == "box" and coin(rng):
+                n = (2 * radius + 1) ** dims
+                pieces = [p.replace(f"{ft.lit(1.0 / n)} * ", "") for p in pieces]
+                code(f"{acc} = ({' + '.join(pieces)}) / {ft.lit(float(n))}")
+                params["terms"] = [[list(o), 1.0 / n] for o, _ in terms]
+            else:
+                code(f"{acc} = {' + '.join(pieces)}")
+    elif op == "maxf":
+        code(f"{acc} = {element(x, list(idx))}")
+        if enumerate_form == "loops":
+            d = [names("di", "dy", "oi"), names("dj", "dx", "oj"), names("dk", "dz", "ok")][:dims]
+            for a in range(dims):
+                code.lines.append("    " * code.level + f"for {d[a]} in range({-radius}, {radius + 1}):")
+                code.level += 1
+            code(f"{acc} = wp.max({acc}, {fetch(d)})")
+            code.level -= dims
+        else:
+            for off in _offsets(dims, radius):
+                if any(off):
+                    code(f"{acc} = wp.max({acc}, {fetch(off)})")
+    else:  # gradmag: sqrt(sum of squared central differences + eps)
+        eps = choice(rng, [1e-6, 1e-4])
+        params["eps"] = eps
+        g = [names("gx", "g0", "di_"), names("gy", "g1", "dj_"), names("gz", "g2", "dk_")][:dims]
+        for a in range(dims):
+            plus = [0] * dims
+            minus = [0] * dims
+            plus[a], minus[a] = 1, -1
+            vp, vm = fetch(tuple(plus)), fetch(tuple(minus))
+            code(choice(rng, [f"{g[a]} = ({vp} - {vm}) * {ft.lit(0.5)}", f"{g[a]} = {ft.lit(0.5)} * ({vp} - {vm})"]))
+        sq = " + ".join(f"{v} * {v}" for v in g)
+        code(f"{acc} = wp.sqrt({sq} + {ft.lit(eps)})")
+
+    center = element(x, list(idx))
+    if update == "residual":
+        result = choice(rng, [f"{center} + {alpha} * {acc}", f"{acc} * {alpha} + {center}"])
+    elif update == "scaled":
+        result = f"{alpha} * {acc}"
+    else:
+        result = acc
+    code(f"{element(out, list(idx))} = {result}")
+
+    shape = grid if layout == "nd" else (int(np.prod(grid)),)
+    inputs = [arr(x, ft.dtype, shape, "in", (-1.0, 1.0))]
+    if w:
+        inputs.append(arr(w, ft.dtype, (2 * radius + 1,) * dims, "in", (-1.0, 1.0)))
+    scalars = [scalar(alpha, ft.dtype, (0.05, 0.25))] if alpha else []
+    args = order_args(rng, inputs, [arr(out, ft.dtype, shape, "out")], scalars + sizes.scalar_args)
+    kname = names(f"{op}_{dims}d", f"stencil_{op}", f"{op}_{boundary}", f"apply_{op}{dims}d")
+    src = assemble(rng, kname, args, ft, code, sizes.constants, funcs)
+    return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=1 if dims == 3 else 0)
+
+
+# --------------------------------------------------------------------------- reference
+
+_PAD = {"clamp": "edge", "zero": "constant", "wrap": "wrap"}
+
+
+def _shift(xp: np.ndarray, r: int, off, grid) -> np.ndarray:
+    sl = tuple(slice(r + o, r + o + n) for o, n in zip(off, grid))
+    return xp[sl]
+
+
+def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
+    p = spec.params
+    grid = tuple(p["grid"])
+    dims, op = p["dims"], p["op"]
+    x = as_f64(inputs[p["x"]]).reshape(grid)
+    r = 2 if op == "cross4" else int(p["radius"])
+    xp = np.pad(x, r, mode=_PAD[p["boundary"]])
+    if op in ("laplace", "cross4", "box", "conv"):
+        want = np.zeros(grid)
+        scale = np.zeros(grid)
+        w = as_f64(inputs[p["w"]]) if p.get("w") else None
+        for off, c in p["terms"]:
+            coef = w[tuple(o + r for o in off)] if c is None else c
+            term = coef * _shift(xp, r, off, grid)
+            want += term
+            scale += np.abs(term)
+    elif op == "maxf":
+        want = np.max([_shift(xp, r, off, grid) for off in _offsets(dims, r)], axis=0)
+        scale = np.abs(want)
+    else:
+        sq = np.zeros(grid)
+        for a in range(dims):
+            plus = [0] * dims
+            minus = [0] * dims
+            plus[a], minus[a] = 1, -1
+            g = 0.5 * (_shift(xp, r, plus, grid) - _shift(xp, r, minus, grid))
+            sq += g * g
+        want = np.sqrt(sq + p["eps"])
+        scale = np.abs(want)
+    if p["update"] != "direct":
+        alpha = float(inputs[p["alpha"]])
+        want, scale = alpha * want, alpha * scale
+        if p["update"] == "residual":
+            want, scale = x + want, np.abs(x) + scale
+    got = as_f64(outputs[p["out"]]).reshape(grid)
+    dtype = next(a.dtype for a in spec.args if a.name == p["out"])
+    return compare(p["out"], got, want, dtype, scale=scale)
