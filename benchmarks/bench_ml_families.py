@@ -92,10 +92,8 @@ def bench_category(category: str, count: int, seed: int, batch: int, verbose: bo
         "tiers": dict(tiers),
         "seconds": (t_gen, t_compile, t_exec),
         "failures": dict(failures),
+        "examples": examples if verbose else {},
     }
-    if verbose:
-        for key, text in examples.items():
-            print(f"    [{category}] {key}: {text}", flush=True)
     return row
 
 
@@ -120,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['all']:>6} {row['shapes_pct']:>7.1f}%  {t.get('basic', 0)}/{t.get('intermediate', 0)}/"
               f"{t.get('advanced', 0)}  {g:.1f}/{c:.1f}/{e:.1f}"
               + (f"  failures: {row['failures']}" if row["failures"] else ""), flush=True)
+        for key, text in row["examples"].items():
+            print(f"    [{category}] {key}: {text}", flush=True)
     ok = all(r["all"] == r["count"] and r["shapes_pct"] >= 80.0 for r in rows)
     return 0 if ok else 1
 

@@ -257,3 +257,44 @@ def test_sample_runs_on_cpu_with_finite_varying_outputs_and_gradients():
         if "while" not in spec.features and any(a.role == "in" and a.kind == "array" and DTYPES[a.dtype][0].startswith("float")
                                                 for a in spec.args):
             assert result.input_grads
+
+
+# ----------------------------------------------------------------------------- the typed core
+def _leaf(text: str, t, lo: float, hi: float):
+    from cudagen_data.generators.basic.expr import Expr
+    from cudagen_data.generators.basic.interval import Interval
+
+    vals = np.linspace(lo, hi, 12).reshape((12,) + (1,) * len(t.shape)) * np.ones(t.shape)
+    return Expr(text, t, Interval(lo, hi), vals=vals)
+
+
+def test_core_rejects_ill_typed_and_ill_posed_operations():
+    from cudagen_data.generators.basic import ops
+    from cudagen_data.generators.basic.wtypes import F32, F64, I32, mat, vec
+
+    x = _leaf("x", F32, -1.0, 1.0)
+    assert ops.add(x, _leaf("y", F64, -1.0, 1.0)) is None  # Warp does not promote float32 + float64
+    assert ops.add(x, _leaf("n", I32, 0, 4)) is None
+    assert ops.unary("sqrt", x) is None and ops.unary("log", x) is None  # argument may be <= 0
+    assert ops.div(x, x) is None and ops.div(_leaf("y", F32, 0.0, 1.0), x) is None  # denominator may be 0
+    assert ops.unary("asin", _leaf("z", F32, -2.0, 2.0)) is None
+    assert ops.unary("exp", _leaf("big", F32, 0.0, 100.0)) is None  # would overflow float32
+    assert ops.sub(x, x) is None  # x - x is a constant
+    m = _leaf("m", mat(3), -1.0, 1.0)
+    assert ops.inverse(m) is None  # no lower bound on |det|
+    dominant = ops.add_diagonal(m, _leaf("c", F32, 4.0, 5.0), style="eye_left")
+    assert dominant is not None and ops.inverse(dominant) is not None
+    assert ops.normalize(_leaf("v", vec(3), -1.0, 1.0)) is None  # may be the zero vector
+
+
+def test_core_intervals_contain_the_sample_values():
+    from cudagen_data.generators.basic import ops
+    from cudagen_data.generators.basic.wtypes import F32
+
+    x = _leaf("x", F32, -2.0, 3.0)
+    y = _leaf("y", F32, 0.5, 2.0)
+    exprs = [ops.mul(x, y), ops.div(x, y), ops.unary("exp", x), ops.unary("sqrt", y), ops.unary("tanh", x),
+             ops.power(y, _leaf("p", F32, -1.5, 2.5)), ops.binary_fn("atan2", x, y), ops.unary("floor", x)]
+    for e in exprs:
+        assert e is not None
+        assert np.all(e.vals >= e.iv.lo - 1e-9) and np.all(e.vals <= e.iv.hi + 1e-9), e.text

@@ -170,7 +170,7 @@ def test_two_runs_same_bytes(tmp_path):
 
 
 def test_kill_9_at_random_moments_then_resume(tmp_path):
-    args = ["produce", "--count", "150", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--workers", "1", "--no-progress"]
+    args = ["produce", "--count", "1200", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--workers", "1", "--no-progress"]
     ref = tmp_path / "ref"
     assert cli(*args, "--output", str(ref)).returncode == 0
     out = tmp_path / "killed"
@@ -178,7 +178,7 @@ def test_kill_9_at_random_moments_then_resume(tmp_path):
     kills = 0
     for _ in range(8):
         proc = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *args, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(1.0, 4.0))
+        time.sleep(rng.uniform(1.5, 3.5))
         if proc.poll() is not None:
             break
         os.killpg(proc.pid, signal.SIGKILL)

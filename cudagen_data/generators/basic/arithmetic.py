@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...spec import KernelSpec
-from . import numeric as nm
 from .expr import Expr
 from .frame import Frame, generate_checked, launch_shape, pick
 from .interval import Interval
@@ -14,7 +13,7 @@ from .wtypes import F32, F64, I8, I16, I32, I64, U8, U32
 
 PROFILE = Profile(
     families={"arith": 4.0, "cast": 2.0, "intdiv": 1.5, "bits": 2.0, "minmax": 1.0, "round": 0.7, "select": 0.5,
-              "explog": 0.3, "trig": 0.2, "helper": 0.3},
+              "explog": 0.3, "trig": 0.2, "helper": 0.12},
     local_types=((F32, 3.0), (I32, 2.5), (F64, 1.2), (U32, 0.8), (I64, 0.3), (I16, 0.15), (I8, 0.1), (U8, 0.1)),
     stmts={"let": 4.0, "update": 3.0, "if": 0.6, "for": 0.4, "neighbour": 0.8, "helper": 0.4, "early_return": 0.2},
 )

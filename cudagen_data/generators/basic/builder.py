@@ -110,6 +110,9 @@ class _LoopFrame:
     max_trips: int
     trips: np.ndarray  # estimated trip count per sample thread
     mutable: tuple[str, ...] = ()  # outer variables the body may update (locked while inside)
+    # outer variables already updated in this body: each is updated at most once per
+    # iteration, which keeps the per-iteration effect a single, soundly summarized update
+    updated: dict[str, None] = field(default_factory=dict)
     # variable name -> (kind, interval, sample contribution): kind "add" (per-iteration sum),
     # "set" (assigned value), "min"/"max", or "decay:<c>" (x = c*x + e).
     updates: dict[str, tuple[str, Interval, np.ndarray]] = field(default_factory=dict)
@@ -268,7 +271,8 @@ class KernelBuilder:
             return False
         if v.loop_depth == len(self.loops):
             return v.name not in self.locked
-        return any(v.name in f.mutable for f in self.loops)
+        # updates are recorded in the innermost loop: it must have declared the variable
+        return v.name in self.loops[-1].mutable and v.name not in self.loops[-1].updated
 
     def readable_vars(self, t: WType | None = None) -> list[Var]:
         return [v for v in self.vars.values() if v.name not in self.locked and (t is None or v.expr.type == t)]
@@ -317,13 +321,10 @@ class KernelBuilder:
         kind = {"+=": "add", "-=": "add", "=": "set", "min": "min", "max": "max", "*=": "set"}.get(op, f"decay:{decay}")
         iv = -e.iv if op == "-=" else e.iv
         vals = -e.vals if op == "-=" else e.vals
-        prev = frame.updates.get(name)
-        if prev is None:
-            frame.updates[name] = (kind, iv, vals)
-        elif prev[0] == "add" and kind == "add":
-            frame.updates[name] = ("add", prev[1] + iv, prev[2] + vals)
-        else:
-            frame.updates[name] = ("set" if prev[0] != kind else kind, prev[1].union(iv), vals)
+        if name in frame.updated:
+            raise RuntimeError(f"{name} updated twice in one loop iteration")
+        frame.updates[name] = (kind, iv, vals)
+        frame.updated[name] = None
         self.locked.setdefault(name, len(self.loops))
 
     # ------------------------------------------------------------------ blocks
@@ -437,15 +438,13 @@ class KernelBuilder:
             else:
                 total, tvals = contrib, cvals
             if var.loop_depth < len(self.loops):
-                # declared outside an enclosing loop too: hand the effect to that loop
+                # declared outside an enclosing loop too: the whole inner loop is one update
+                # of the enclosing loop's iteration (0..K times the contribution for "add")
                 parent = self.loops[-1]
-                prev = parent.updates.get(name)
-                if prev is None:
-                    parent.updates[name] = (kind, total, tvals)
-                elif prev[0] == "add" and kind == "add":
-                    parent.updates[name] = ("add", prev[1] + total, prev[2] + tvals)
-                else:
-                    parent.updates[name] = ("set", prev[1].union(total), tvals)
+                if name in parent.updated:
+                    raise RuntimeError(f"{name} updated twice in one loop iteration")
+                parent.updates[name] = (kind, total, tvals)
+                parent.updated[name] = None
                 continue
             old = var.expr
             ran = nm.expand(trips > 0, cvals.ndim - 1)

@@ -11,7 +11,7 @@ import numpy as np
 from ...spec import KernelSpec
 from . import numeric as nm
 from . import ops
-from .expr import Expr, const
+from .expr import const
 from .frame import Frame, generate_checked, pick, standard_frame
 from .interval import Interval
 from .stmts import Profile
@@ -19,11 +19,11 @@ from .wtypes import F32, F64, I32
 
 PROFILE = Profile(
     families={"arith": 3.0, "select": 2.0, "minmax": 1.0, "trig": 0.5, "explog": 0.5, "round": 0.4, "cast": 0.5,
-              "intdiv": 0.6, "helper": 0.6, "special": 0.3},
+              "intdiv": 0.6, "helper": 0.12, "special": 0.3},
     local_types=((F32, 4.0), (I32, 2.5), (F64, 0.4)),
     stmts={"let": 2.0, "update": 2.0, "if": 3.0, "for": 2.5, "while": 1.0, "early_return": 0.8, "helper": 0.5,
            "neighbour": 0.5},
-    size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 5, 2, 3)},
+    size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 4, 2, 3)},
 )
 
 IN_POOL = (F32, F32, F32, I32, I32, F64)
@@ -118,12 +118,12 @@ def _piecewise(f: Frame) -> None:
     if any(c is None or not c.varying for c in conds):
         return
     kb.begin_if(conds[0])
-    kb.update(y.text, "=", g.fit_mag(g.gen(F32, 1), 50.0))
+    kb.update(y.text, "=", g.fit_mag(g.gen_varying(F32, 1), 50.0))
     for c in conds[1:]:
         kb.begin_elif(lambda c=c: c)
-        kb.update(y.text, "=", g.fit_mag(g.gen(F32, 1), 50.0))
+        kb.update(y.text, "=", g.fit_mag(g.gen_varying(F32, 1), 50.0))
     kb.begin_else()
-    kb.update(y.text, "=", g.fit_mag(g.gen(F32, 1), 50.0))
+    kb.update(y.text, "=", g.fit_mag(g.gen_varying(F32, 1), 50.0))
     kb.end_if()
 
 
@@ -202,5 +202,3 @@ def _build(rng: np.random.Generator) -> Frame:
 def generate(rng: np.random.Generator) -> KernelSpec:
     return generate_checked(rng, _build)
 
-
-__all__ = ["generate", "Expr", "nm"]

@@ -75,14 +75,14 @@ def structure(source: str, tree: ast.Module | None = None) -> Structure:
 
 # score cut points per category: score < lo -> basic, < hi -> intermediate, else advanced
 THRESHOLDS: dict[str, tuple[float, float]] = {
-    "arithmetic": (11.0, 19.0),
-    "vector": (14.5, 24.5),
-    "matrix": (11.5, 19.0),
-    "control_flow": (26.0, 40.5),
-    "math": (10.5, 19.0),
+    "arithmetic": (10.0, 17.0),
+    "vector": (12.5, 20.0),
+    "matrix": (11.0, 18.0),
+    "control_flow": (24.0, 35.5),
+    "math": (9.5, 16.0),
     "atomic": (11.0, 18.0),
 }
-DEFAULT_THRESHOLDS = (8.0, 16.0)
+DEFAULT_THRESHOLDS = (11.0, 18.0)
 
 
 def tier(category: str, source: str, tree: ast.Module | None = None) -> str:

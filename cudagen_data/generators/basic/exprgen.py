@@ -82,9 +82,8 @@ class ExprGen:
         self.weights = weights
         self.literal_weight = literal_weight
         self.productions = [p for p in PRODUCTIONS if weights.get(p[0], 0.0) > 0.0]
-        self.extra_leaves: list[Expr] = []  # e.g. helper-function parameters
         self.helper_hook: Callable[[WType, int], Expr | None] | None = None
-        self.max_size = 11  # nodes per generated expression
+        self.max_size = 10  # nodes per generated expression
         self._by_type: dict[WType, dict[str, list]] = {}  # productions applicable to a type, by family
 
     # ------------------------------------------------------------------ randomness
@@ -130,9 +129,6 @@ class ExprGen:
         for v in kb.readable_vars(t):
             out.append((v.expr, 5.0 if v.uses == 0 else 1.0))
             held.append(v.expr)
-        for e in self.extra_leaves:
-            if e.type == t:
-                out.append((e, 3.0))
         if kb.launch and kb.tid:
             for a in kb.args:
                 if a.kind == "array" and a.role == "in" and a.type == t and tuple(a.shape) == kb.launch:
@@ -233,12 +229,26 @@ class ExprGen:
         d = self.derive(t)
         return d if d is not None and d.varying else None
 
+    def varying_scalar(self, t: WType) -> Expr | None:
+        """A thread-dependent scalar of type ``t``: a varying leaf, else the thread index."""
+        v = self.varying_leaf(t)
+        if v is None and self.kb.tid_exprs:
+            tid = self.kb.tid_exprs[0]
+            v = tid if t == tid.type else ops.cast(tid, t, style=self.kb.cast_style)
+        return v
+
     def mix_in_varying(self, e: Expr) -> Expr:
         """``e`` combined additively with something thread-dependent."""
-        v = self.varying_leaf(e.type)
-        if v is None and e.type.is_scalar and not e.type.is_bool and self.kb.tid_exprs:
-            tid = self.kb.tid_exprs[0]
-            v = tid if e.type == tid.type else ops.cast(tid, e.type)
+        t = e.type
+        v = self.varying_leaf(t)
+        if v is None and not t.is_bool:
+            s = self.varying_scalar(t.component())
+            if t.is_scalar:
+                v = s
+            elif t.is_vector:
+                v = ops.vec_splat(t, s)
+            elif t.is_matrix:
+                v = ops.mul(s, ops.identity(t.shape[0], t.scalar))
         if v is None:
             return e
         for op in (ops.add, ops.sub):

@@ -87,13 +87,9 @@ class Frame:
         self.gen = ExprGen(self.kb, profile.families, literal_weight=profile.literal_weight)
         self.body = BodyGen(self.kb, self.gen, profile, self.tier)
         self.gen.helper_hook = helper_hook_for(self.body)
-        self.docstring: str | None = None
         self.extra_checks: list = []  # callables -> bool, for outputs a category writes itself
 
     # ------------------------------------------------------------------ arguments
-    def per_thread_shape(self) -> tuple[int, ...]:
-        return self.kb.launch
-
     def max_threads_for(self, types: list[WType]) -> int:
         biggest = max([t.ncomp for t in types] + [1])
         return MAX_COMPONENTS // biggest
@@ -193,8 +189,7 @@ class Frame:
             parts.append("\n" + st)
         for h in self.used_helpers():
             parts.append("\n" + h)
-        doc = f'    """{self.docstring}"""\n' if self.docstring else ""
-        parts.append(f"\n@wp.kernel\ndef {self.kernel_name}({params}):\n{doc}" + "\n".join(kb.lines) + "\n")
+        parts.append(f"\n@wp.kernel\ndef {self.kernel_name}({params}):\n" + "\n".join(kb.lines) + "\n")
         return "\n".join(parts)
 
     def spec(self, params: dict | None = None) -> KernelSpec:

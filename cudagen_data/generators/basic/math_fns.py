@@ -12,7 +12,7 @@ from .wtypes import F32, F64, I32
 
 PROFILE = Profile(
     families={"trig": 4.0, "explog": 4.0, "special": 2.5, "round": 1.5, "minmax": 1.5, "arith": 3.0, "formula": 2.0,
-              "select": 0.5, "cast": 0.3, "helper": 0.5, "intdiv": 0.2},
+              "select": 0.5, "cast": 0.3, "helper": 0.12, "intdiv": 0.2},
     local_types=((F32, 5.0), (F64, 1.5), (I32, 0.3)),
     stmts={"let": 4.5, "update": 2.5, "if": 0.5, "for": 0.3, "helper": 0.5, "neighbour": 0.4, "early_return": 0.1},
 )

@@ -17,11 +17,11 @@ V2, V3, V4 = vec(2), vec(3), vec(4)
 
 PROFILE = Profile(
     families={"mat": 4.0, "mat_vec": 3.0, "mat_reduce": 2.0, "arith": 2.5, "vec": 1.0, "vec_reduce": 1.0,
-              "quat": 0.6, "cast": 0.2, "helper": 0.3, "trig": 0.2, "minmax": 0.2, "select": 0.2},
+              "quat": 0.6, "cast": 0.2, "helper": 0.12, "trig": 0.2, "minmax": 0.2, "select": 0.2},
     local_types=((M33, 3.0), (M22, 1.5), (M44, 1.0), (V3, 2.0), (F32, 2.0), (V2, 0.6), (V4, 0.5), (M33D, 0.3)),
     stmts={"let": 4.0, "update": 2.0, "elem": 1.0, "if": 0.6, "for": 0.5, "helper": 0.4, "neighbour": 0.3,
            "early_return": 0.15},
-    size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 5, 2, 2)},
+    size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 4, 2, 2)},
 )
 
 IN_POOL = (M33, M33, M22, M44, V3, V3, F32, M33D, quat())

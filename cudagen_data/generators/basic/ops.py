@@ -133,8 +133,6 @@ def mul(a: Expr, b: Expr) -> Expr | None:
     t = tb if ta.is_scalar else ta
     s, v = (a, b) if ta.is_scalar else (b, a)
     vals = nm.expand(s.vals, _extra_dims(t)) * v.vals
-    if t.is_int:
-        vals = vals  # exact integer products (intervals keep them far from overflow)
     min_norm = v.min_norm * s.iv.mig if t.is_vector else 0.0
     det_lo = v.det_lo * s.iv.mig ** t.shape[0] if t.is_matrix else 0.0
     return _result(binop_text("*", a, b), t, iv, a, b, vals=vals, prec=BINOP_PREC["*"], min_norm=min_norm, det_lo=det_lo)
@@ -412,7 +410,6 @@ _UNARY = {
 
 # Functions whose output is piecewise constant.
 QUANTIZERS = ("sign", "floor", "ceil", "round", "rint", "trunc", "step", "nonzero")
-UNARY_MATH = tuple(_UNARY)
 INT_UNARY = ("abs", "sign")
 
 

@@ -38,7 +38,7 @@ class Profile:
     stmts: dict[str, float]
     # per tier: (min statements, max statements, expression depth, max nesting)
     size: dict[str, tuple[int, int, int, int]] = field(
-        default_factory=lambda: {"basic": (1, 2, 2, 1), "intermediate": (2, 4, 2, 2), "advanced": (4, 6, 2, 3)}
+        default_factory=lambda: {"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 5, 2, 3)}
     )
     literal_weight: float = 0.6
 
@@ -393,7 +393,8 @@ class BodyGen:
         extra = int(self.rng.integers(0, 2)) if nest > 1 else 0
         for _ in range(extra):
             self.statement(nest - 1, kinds=("let", "update", "if", "for"))
-        self.s_update(nest - 1, var=acc)
+        if acc.name not in kb.loops[-1].updated:  # the body may have updated it already
+            self.s_update(nest - 1, var=acc)
         self.consume_block_locals()
         self.loop_nest -= 1
         kb.end_loop()

@@ -6,19 +6,18 @@ import numpy as np
 
 from ...spec import KernelSpec
 from . import ops
-from .expr import Expr, const
+from .expr import const
 from .frame import Frame, generate_checked, pick, standard_frame
-from .interval import Interval
 from .productions import _nonzero_vec
 from .stmts import Profile
 from .structs import struct_motif
-from .wtypes import F32, F64, WType, quat, vec
+from .wtypes import F32, F64, quat, vec
 
 V2, V3, V4, V3D = vec(2), vec(3), vec(4), vec(3, "float64")
 
 PROFILE = Profile(
     families={"vec": 4.0, "vec_reduce": 3.0, "arith": 3.0, "quat": 0.8, "minmax": 0.6, "trig": 0.4, "explog": 0.4,
-              "select": 0.4, "mat_vec": 0.3, "special": 0.6, "formula": 0.2, "helper": 0.4, "cast": 0.3},
+              "select": 0.4, "mat_vec": 0.3, "special": 0.6, "formula": 0.2, "helper": 0.12, "cast": 0.3},
     local_types=((V3, 4.0), (F32, 3.0), (V2, 1.2), (V4, 1.0), (V3D, 0.4), (F64, 0.2), (quat(), 0.3)),
     stmts={"let": 4.0, "update": 2.5, "elem": 1.0, "if": 0.8, "for": 0.5, "neighbour": 0.8, "helper": 0.5,
            "early_return": 0.2, "while": 0.1},
@@ -123,5 +122,3 @@ def _build(rng: np.random.Generator) -> Frame:
 def generate(rng: np.random.Generator) -> KernelSpec:
     return generate_checked(rng, _build)
 
-
-__all__ = ["generate", "Expr", "Interval", "WType"]

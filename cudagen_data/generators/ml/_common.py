@@ -258,8 +258,13 @@ def _is_wp_attr(node: ast.AST, attr: str | None = None) -> bool:
 def features_of(source: str) -> tuple[str, ...]:
     """Warp builtins and language features the source uses, sorted."""
     tree = ast.parse(source)
+    # parameter annotations (wp.array(dtype=...)) are types, not features
+    in_annotations = {id(n) for a in ast.walk(tree) if isinstance(a, ast.arg) and a.annotation
+                      for n in ast.walk(a.annotation)}
     found: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in in_annotations:
+            continue
         if isinstance(node, ast.Call) and _is_wp_attr(node.func):
             found.add(f"wp.{node.func.attr}")
         elif isinstance(node, ast.For):

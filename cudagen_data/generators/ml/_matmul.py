@@ -46,7 +46,7 @@ class MatmulConfig:
     a_names: tuple[str, ...] = ("a", "A", "lhs", "mat_a")
     b_names: tuple[str, ...] = ("b", "B", "rhs", "mat_b")
     c_names: tuple[str, ...] = ("c", "C", "out", "result", "prod")
-    bias_names: tuple[str, ...] = ("bias", "b_vec", "shift", "offset")
+    bias_names: tuple[str, ...] = ("bias", "b_vec", "shift", "bias_vec")
 
 
 def build(rng: np.random.Generator, cfg: MatmulConfig, names: Names, kname_options: list[str]):

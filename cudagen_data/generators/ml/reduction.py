@@ -107,6 +107,8 @@ def _access(layout: str, x: str, outer: str, inner: str, axis: int, ncols: str) 
 def _loop(rng, op, ft, names, x_dom):
     R, C = _shape_2d(rng)
     axis = choice(rng, [1, 0], [0.7, 0.3])
+    if op in ARG_OPS and axis == 1:
+        R = max(R, 8)  # with few rows, every row could share one argmax: a constant output
     layout = choice(rng, ["2d", "flat"], [0.75, 0.25])
     style = choice(rng, LOOP_STYLES, [0.4, 0.25, 0.15, 0.2])
     x = names("x", "values", "data", "inp", "src", "a")
@@ -353,6 +355,8 @@ def _tile(rng, op, ft, names, x_dom):
     s = names("s", "red", "res", "part")
     if mode == "rows":
         R, C = _shape_2d(rng)
+        if op in ARG_OPS:
+            R = max(R, 8)  # see _loop
         Cc = const(C, "TILE", "COLS", "WIDTH", "N")
         if coin(rng):
             code(f"{t} = wp.tile_load({x}[{b}], shape={Cc})")
