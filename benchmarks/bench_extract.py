@@ -45,6 +45,7 @@ def bare_codegen(srcs: list[str]) -> float:
         fn = f"<{name}>"
         linecache.cache[fn] = (len(src), None, src.splitlines(True), fn)
         mod = types.ModuleType(name)
+        sys.modules[name] = mod  # Warp resolves annotations through the module
         exec(compile(src, fn, "exec"), mod.__dict__)
         for k in [v for v in vars(mod).values() if isinstance(v, wp.Kernel)]:
             ModuleBuilder(k.module, k.module.options | {"output_arch": 86}, target="cuda").codegen("cuda")
