@@ -142,6 +142,35 @@ def test_twin_tolerance_accepts_float32_error_and_rejects_perturbation(rows, ref
     assert rejected
 
 
+@pytest.mark.parametrize(
+    ("category", "index", "array", "gpu_error"),
+    [
+        # The two failures of the first H100 run (seed 0, 1,000 pairs): the GPU errors it saw.
+        ("math", 14, "y_out", 1.2e-7),  # float64 output of float32 exp(): 1 float32 ulp
+        ("matrix", 56, "sink", 5.9e-5),  # sin() of a float32 intermediate of ~300
+    ],
+)
+def test_twin_tolerance_covers_the_h100_float32_differences(category, index, array, gpu_error):
+    from cudagen_data.pipeline.config import ProduceConfig
+    from cudagen_data.pipeline.work import run_batch
+
+    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row
+    ref = reference_stage([prepare(0, row)])[0]
+    assert ref.twin == "ok", ref.twin
+    recorded = np.asarray(recorded_run(row)[1][array])
+    cpu32, ref64 = ref.cpu32[array], ref.ref64[array]
+    # the GPU's error lands where the CPU's own error was smallest
+    i = int(np.argmin(np.abs(cpu32.astype(np.float64) - ref64)))
+    gpu = recorded.astype(np.float64).reshape(-1)
+    gpu[i] += gpu_error
+    check = check_array(array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64)
+    assert check.ok, check.describe()
+    # ... and a wrong value (1% of the largest one) is still caught
+    gpu[i] += 0.01 * float(np.max(np.abs(recorded)))
+    check = check_array(array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64)
+    assert not check.ok and check.index == i
+
+
 def test_integer_outputs_exact_except_where_the_twin_breaks_a_tie():
     recorded = np.array([3, 1, 4, 1], dtype=np.int32)
     assert check_array("idx", "output", recorded.copy(), recorded).ok

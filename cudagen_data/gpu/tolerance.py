@@ -10,12 +10,21 @@ kernels or too tight for some.  Instead the error of each output is *measured*:
 where cpu32 is a fresh float32 run of the kernel on the CPU and ref64 a run of its
 float64 twin (twin.py) on the same inputs.  e is an independent estimate of the float32
 rounding error of that computation: it depends neither on the GPU result nor on the
-recorded values under test.  The GPU's own float32 error is of the same order, so
+recorded values under test.  The GPU rounds differently (it contracts a*b+c into FMAs,
+its transcendental functions differ in the last ulps), so the CPU's error at one element
+is only one sample of the error the computation can make: at an element where the CPU
+happened to round almost exactly, the GPU may not.  The bound therefore uses the largest
+error measured anywhere in the array:
 
-    |gpu - recorded| <= K * max(e_i, mean(e)) + floor_rel * |ref64_i| + floor_abs * scale
+    |gpu - recorded| <= K * max(e) + floor_rel * |ref64_i| + floor_abs * scale
 
-(``mean(e)`` covers elements where the CPU happened to round exactly; the floors cover
-a few ulps of the dtype; ``scale`` is the largest |value| of the array).  Integer and
+(the floors cover a few ulps of the precision the kernel computes in: float32 for any
+kernel with a twin, even where the array itself is float64, because its values passed
+through float32 arithmetic; ``scale`` is the largest |value| of the array).  Both failures
+of the first H100 run were of this kind: a float64 output computed from float32 exp()
+(the GPU was 1 float32 ulp away, the per-element float64 floor was tighter), and sin() of
+a float32 intermediate of ~300 (an ulp of the argument moves the result by 3e-5) at an
+element where the CPU's own error was 7x smaller than elsewhere in the array.  Integer and
 boolean outputs must match exactly, except where the float32 CPU run and the float64
 twin pick different integers (a near tie, e.g. an argmax): there either value passes.
 
@@ -83,10 +92,11 @@ def twin_tolerance(cpu32: np.ndarray, ref64: np.ndarray, dtype: np.dtype) -> np.
     ref64 = np.asarray(ref64, dtype=np.float64)
     err = np.abs(np.asarray(cpu32, dtype=np.float64) - ref64)
     err = np.where(np.isfinite(err), err, 0.0)
-    rel, abs_ = floors(dtype)
+    # a kernel with a twin computes in float32 (or float16): at least float32's floors
+    rel, abs_ = (max(a, b) for a, b in zip(floors(dtype), FLOORS["float32"]))
     scale = float(np.max(np.abs(ref64))) if ref64.size else 0.0
-    typical = float(np.mean(err)) if err.size else 0.0
-    return K * np.maximum(err, typical) + rel * np.abs(ref64) + abs_ * scale
+    measured = float(np.max(err)) if err.size else 0.0
+    return K * measured + rel * np.abs(ref64) + abs_ * scale
 
 
 def native_tolerance(recorded: np.ndarray, dtype: np.dtype) -> np.ndarray:
