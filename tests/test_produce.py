@@ -18,7 +18,7 @@ from cudagen_data.dataset.store import SPLITS, DatasetFolder
 from cudagen_data.generators import categories
 from cudagen_data.pipeline.config import ProduceConfig, ProduceError
 from cudagen_data.pipeline.producer import TIMING_STATS, _consume, _Dedup, _new_tally, produce
-from cudagen_data.pipeline.work import BatchResult, SlotOutcome
+from cudagen_data.pipeline.work import CRASH_ENV, BatchResult, SlotOutcome
 
 CATS = tuple(c for c in ("arithmetic", "math", "reduction", "vector") if c in categories())[:3]
 
@@ -155,6 +155,29 @@ def test_load_dataset_reads_the_folder(full_run, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     loaded = eval(res.stdout.strip().splitlines()[-1])
     assert loaded == {s: n for s, n in result.stats["by_split"].items() if n}
+
+
+def test_worker_layout_does_not_change_the_rows(full_run, tmp_path):
+    """Full validation with 2 workers (batches cut into parts, speculative skips) writes
+    what the in-process run wrote."""
+    out = tmp_path / "parts"
+    produce(ProduceConfig(count=14, categories=CATS, seed=3, batch_size=8), out, workers=2, progress=False)
+    assert comparable(out) == comparable(full_run[0])
+
+
+def test_a_kernel_that_crashes_its_worker_is_rejected_alone(tmp_path, monkeypatch):
+    config = ProduceConfig(count=40, categories=CATS, seed=4, fast=True, batch_size=8)
+    produce(config, tmp_path / "ref", workers=2, progress=False)
+    monkeypatch.setenv(CRASH_ENV, "13")
+    result = produce(config, tmp_path / "crash", workers=2, progress=False)
+    rejects = [orjson.loads(line) for line in (tmp_path / "crash" / "rejects.jsonl").read_bytes().splitlines()]
+    assert [(r["slot"], r["reason"]) for r in rejects if r["reason"] == "worker_crash"] == [(13, "worker_crash")]
+    assert result.stats["total_pairs"] == 40 and result.stats["rejects_by_reason"].get("worker_crash") == 1
+    kept = {(r["category"], r["metadata"]["index"]) for rs in rows_of(tmp_path / "crash").values() for r in rs}
+    ref = {(r["category"], r["metadata"]["index"]) for rs in rows_of(tmp_path / "ref").values() for r in rs}
+    lost = config.slot(13)
+    assert lost in ref and lost not in kept
+    assert len(ref - kept) == 1 and len(kept - ref) == 1 and next(iter(kept - ref))[0] == lost[0]  # one later kernel of its category instead
 
 
 def test_two_runs_same_bytes(tmp_path):

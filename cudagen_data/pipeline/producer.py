@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from ..dataset.store import DatasetError, DatasetFolder, RunState
 from ..publish.splits import assign_split
 from .config import ProduceConfig, ProduceError, command_line, fingerprint, versions
 from .executor import make_executor
-from .work import BatchResult, SlotOutcome, reject_record, run_batch
+from .work import BatchResult, SlotOutcome, merge_results, reject_record, run_batch
 
 # Stop instead of looping forever when generators stop yielding valid, new kernels.
 MAX_SLOTS_PER_ROW = 20
@@ -125,41 +126,101 @@ def produce(
     max_batches = -(-config.count * MAX_SLOTS_PER_ROW // config.batch_size) + 1
     bar = _progress_bar(config, tally, progress)
     executor = make_executor(workers)
+    parts = plan_parts(config, workers)
     window = max(1, 2 * executor.workers)
-    pending: deque = deque()
+    units: deque[_Unit] = deque()  # submitted, in slot order
+    queued: deque[tuple[int, range]] = deque()  # parts of started batches not yet submitted
+    inflight: Counter = Counter()  # category -> slots submitted and not yet consumed
     next_batch = state.next_batch
     started = time.perf_counter()
     elapsed_before = tally["elapsed_seconds"]
+
+    def predicted_full(category: str) -> bool:
+        # as if every slot in flight will be accepted (nearly all are); a wrong guess is repaired
+        return tally["accepted"][category] + inflight[category] >= config.quota(category)
+
+    def submit(batch: int, slots, skip: frozenset) -> Future:
+        return executor.submit(run_batch, config, batch, skip, slots)
+
+    def submit_more() -> None:
+        nonlocal next_batch
+        while len(units) < window:
+            if not queued:
+                if next_batch >= max_batches:
+                    return
+                queued.extend((next_batch, r) for r in part_ranges(config, next_batch, parts))
+                next_batch += 1
+            skip = frozenset(c for c in config.categories if predicted_full(c))
+            if len(skip) == len(config.categories):
+                return  # what is in flight should finish the run: wait for it
+            batch, slots = queued.popleft()
+            counts = Counter(c for c in (config.slot(s)[0] for s in slots) if c not in skip)
+            inflight.update(counts)
+            units.append(_Unit(batch, slots, skip, counts, submit(batch, slots, skip)))
+
+    def result_of(unit: _Unit) -> BatchResult:
+        nonlocal executor
+        try:
+            return unit.future.result()
+        except BrokenProcessPool:
+            # A worker died (a kernel crashed native code): every future of the pool is lost.
+            # Re-run this unit alone, bisecting down to the slot that crashes (that slot is
+            # rejected, deterministically); then resubmit the rest to a new pool.
+            executor.close(kill=True)
+            result = _run_isolated(config, unit.batch, list(unit.slots), unit.skip)
+            executor = make_executor(workers)
+            for other in units:
+                other.future = submit(other.batch, other.slots, other.skip)
+            return result
+
+    batch_parts: list[BatchResult] = []
+    batch_rows: dict[str, list[dict]] = {s: [] for s in store.SPLITS}
+    batch_rejects: list[dict] = []
     try:
         while not all(full(c) for c in config.categories):
-            while len(pending) < window and next_batch < max_batches:
-                skip = frozenset(c for c in config.categories if full(c))
-                pending.append((next_batch, skip, executor.submit(run_batch, config, next_batch, skip)))
-                next_batch += 1
-            if not pending:
+            submit_more()
+            if not units:
                 short = [c for c in config.categories if not full(c)]
                 raise ProduceError(f"categories {', '.join(short)} stopped yielding new valid kernels after {max_batches} batches; see {store.REJECTS_FILE} for why")
-            batch, skip, future = pending.popleft()
-            try:
-                result: BatchResult = future.result()
-            except BrokenProcessPool:
-                # A worker died (a kernel crashed native code).  Retry the batch alone; if it
-                # dies again its slots are rejected, which is as deterministic as the crash.
-                executor.close(kill=True)
-                result = _run_isolated(config, batch, skip)
-                executor = make_executor(workers)
-                pending = deque((b, k, executor.submit(run_batch, config, b, k)) for b, k, _ in pending)
+            unit = units.popleft()
+            part = result_of(unit)
+            inflight.subtract(unit.counts)
+            # Slots skipped on a guess that their category would be full by now, and it is not:
+            # run them now, so the result is what running every needed slot gives.
+            missing = frozenset(c for c in unit.skip if not full(c))
+            if missing:
+                repair = _Unit(unit.batch, unit.slots, frozenset(config.categories) - missing, Counter())
+                repair.future = submit(repair.batch, repair.slots, repair.skip)
+                part = merge_results(unit.batch, [part, result_of(repair)])
+            rows_by_split, rejects = _consume(config, part, tally, dedup, full)
+            for split, rows in rows_by_split.items():
+                batch_rows[split] += rows
+            batch_rejects += rejects
+            batch_parts.append(part)
+            if unit.slots.stop < config.batch_slots(unit.batch).stop:
+                continue  # commit whole batches only: the run state counts batches
             t0 = time.perf_counter()
-            rows_by_split, rejects = _consume(config, result, tally, dedup, full)
-            state.next_batch = batch + 1
+            result = merge_results(unit.batch, batch_parts)
+            state.next_batch = unit.batch + 1
             state.preambles.update(result.preambles)
             tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
-            folder.commit(state, rows_by_split, rejects)
+            folder.commit(state, batch_rows, batch_rejects)
             tally["stage_seconds"]["write"] += time.perf_counter() - t0
+            batch_parts, batch_rows, batch_rejects = [], {s: [] for s in store.SPLITS}, []
             if bar is not None:
                 bar.n = sum(tally["accepted"].values())
                 bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
                 bar.refresh()
+            if on_batch is not None:
+                on_batch(result)
+        if batch_parts:
+            # the last rows came from the first part(s) of a batch: commit them, and mark
+            # the batch done (its other slots would only be skipped as full)
+            result = merge_results(batch_parts[0].batch, batch_parts)
+            state.next_batch = result.batch + 1
+            state.preambles.update(result.preambles)
+            tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+            folder.commit(state, batch_rows, batch_rejects)
             if on_batch is not None:
                 on_batch(result)
     except BaseException:
@@ -167,27 +228,57 @@ def produce(
         if bar is not None:
             bar.close()
         raise
-    executor.close()
+    executor.close(kill=True)  # whatever is still running was speculative: not needed
     if bar is not None:
         bar.close()
     stats = finalize(folder, config, state)
     return ProduceResult(folder.root, stats, notes, resumed)
 
 
-def _run_isolated(config: ProduceConfig, batch: int, skip: frozenset) -> BatchResult:
+@dataclass
+class _Unit:
+    """A part of a batch in flight: which slots, which categories it skips."""
+
+    batch: int
+    slots: range
+    skip: frozenset
+    counts: Counter  # category -> slots it runs
+    future: Future | None = None
+
+
+def plan_parts(config: ProduceConfig, workers: int) -> int:
+    """Parts to cut each batch into: enough units for every worker to stay busy to the end
+    of a short run.  It changes how work is scheduled, never the rows (work.py)."""
+    if workers <= 1:
+        return 1
+    batches = -(-config.count // config.batch_size)
+    return max(1, min(4, -(-6 * workers // batches), config.batch_size))
+
+
+def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
+    slots = config.batch_slots(batch)
+    bounds = [slots.start + len(slots) * i // parts for i in range(parts + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _run_isolated(config: ProduceConfig, batch: int, slots: list[int], skip: frozenset) -> BatchResult:
+    """Run ``slots`` in a process of their own; on a crash, halve and retry down to single
+    slots, so only a slot that crashes its process alone is rejected."""
     solo = make_executor(1)
     try:
-        return solo.submit(run_batch, config, batch, skip).result()
+        return solo.submit(run_batch, config, batch, skip, slots).result()
     except BrokenProcessPool:
-        outcomes = []
-        for slot in config.batch_slots(batch):
-            category, _ = config.slot(slot)
-            if category not in skip:
-                detail = "the worker process died running this batch, twice"
-                outcomes.append(SlotOutcome(slot, category, reject=reject_record(slot, None, category, "worker_crash", detail)))
-        return BatchResult(batch, outcomes)
+        pass
     finally:
         solo.close(kill=True)
+    live = [s for s in slots if config.slot(s)[0] not in skip]
+    if len(live) <= 1:
+        return BatchResult(batch, [
+            SlotOutcome(s, config.slot(s)[0], reject=reject_record(s, None, config.slot(s)[0], "worker_crash", "the worker process died running this kernel alone"))
+            for s in live
+        ])  # fmt: skip
+    mid = len(live) // 2
+    return merge_results(batch, [_run_isolated(config, batch, live[:mid], skip), _run_isolated(config, batch, live[mid:], skip)])
 
 
 def _consume(config: ProduceConfig, result: BatchResult, tally: dict, dedup: _Dedup, full) -> tuple[dict, list]:

@@ -1,14 +1,18 @@
-"""One batch of work: generate -> extract -> NVRTC compile -> CPU execution -> rows.
+"""One unit of work: generate -> extract -> NVRTC compile -> CPU execution -> rows.
 
-``run_batch`` is what a worker runs.  It reads nothing but its arguments and writes
-nothing: it returns rows and rejects as plain dicts, in slot order.
+``run_batch`` is what a worker runs: a batch, or a contiguous part of one.  It reads
+nothing but its arguments and writes nothing: it returns rows and rejects as plain
+dicts, in slot order.  Every slot's outcome depends on that slot alone (one NVRTC unit
+and one CPU module per call, bisected on failure), so how a batch is cut into parts
+changes the speed, never the rows.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -56,14 +60,23 @@ def reject_record(slot: int, spec: KernelSpec | None, category: str, reason: str
     }
 
 
-def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str] = ()) -> BatchResult:
-    """Run every slot of ``batch`` whose category is not in ``skip_categories``."""
+def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str] = (), slots: Sequence[int] | None = None) -> BatchResult:
+    """Run every slot of ``batch`` (or of ``slots``, a part of it) whose category is not in
+    ``skip_categories``."""
     warp_version = versions()["warp"]
     stages = {"generate": 0.0, "extract": 0.0, "compile": 0.0, "execute": 0.0}
     result = BatchResult(batch, [], stage_seconds=stages)
     live: list[tuple[SlotOutcome, KernelSpec, ExtractedKernel, float]] = []
+    batch_slots = config.batch_slots(batch)
+    if slots is None:
+        slots = batch_slots
+    elif any(s not in batch_slots for s in slots):
+        raise ValueError(f"slots {slots[0]}..{slots[-1]} are not all in batch {batch}")
 
-    for slot in config.batch_slots(batch):
+    crash_slots = _injected_crash_slots()
+    for slot in slots:
+        if slot in crash_slots:
+            os.kill(os.getpid(), signal.SIGSEGV)
         category, index = config.slot(slot)
         if category in skip_categories:
             continue
@@ -131,6 +144,29 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
         outcome.row = build_row(config, batch, spec, kernel, preamble_hash, tv, status, round(gen_ms + ms + share, 3), round(ms, 3), warp_version)
     result.worker_rss_mb = _rss_mb()
     return result
+
+
+CRASH_ENV = "CUDAGEN_TEST_CRASH_SLOTS"
+
+
+def _injected_crash_slots() -> frozenset[int]:
+    """Fault injection for tests: slots (comma-separated in $CUDAGEN_TEST_CRASH_SLOTS) whose
+    run kills the worker the way a kernel crashing native code does."""
+    value = os.environ.get(CRASH_ENV, "")
+    return frozenset(int(s) for s in value.split(",") if s.strip())
+
+
+def merge_results(batch: int, parts: Iterable[BatchResult]) -> BatchResult:
+    """One result from results of parts of ``batch`` (outcomes in slot order)."""
+    merged = BatchResult(batch, [], stage_seconds={"generate": 0.0, "extract": 0.0, "compile": 0.0, "execute": 0.0})
+    for part in parts:
+        merged.outcomes += part.outcomes
+        merged.preambles.update(part.preambles)
+        for stage, seconds in part.stage_seconds.items():
+            merged.stage_seconds[stage] = merged.stage_seconds.get(stage, 0.0) + seconds
+        merged.worker_rss_mb = max(merged.worker_rss_mb, part.worker_rss_mb)
+    merged.outcomes.sort(key=lambda o: o.slot)
+    return merged
 
 
 def _rss_mb() -> float:
