@@ -116,31 +116,28 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
-def _struct_fields(tree: ast.Module) -> set[str]:
+def _declared_names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
+    """(struct fields, imported names, the author's function names), in one walk."""
     fields: set[str] = set()
+    imported: set[str] = set()
+    functions: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, ast.FunctionDef):
+            functions.add(node.name)
+        elif isinstance(node, ast.ClassDef):
             for stmt in node.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                     fields.add(stmt.target.id)
-    return fields
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
-                names.add((alias.asname or alias.name).split(".")[0])
-    return names
+                imported.add((alias.asname or alias.name).split(".")[0])
+    return fields, imported, functions
 
 
 def _canonical_tree(source: str) -> ast.Module:
     tree = ast.parse(source)
-    user_functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    renamer = _Renamer(_struct_fields(tree), _imported_names(tree), user_functions)
-    tree = renamer.visit(tree)
-    return ast.fix_missing_locations(tree)
+    fields, imported, functions = _declared_names(tree)
+    return _Renamer(fields, imported, functions).visit(tree)  # ast.unparse needs no locations
 
 
 def canonical_python(source: str) -> str:
@@ -159,8 +156,7 @@ class _NumberEraser(ast.NodeTransformer):
 
 def canonical_shape(source: str) -> str:
     """:func:`canonical_python` with every numeric literal replaced by one token."""
-    tree = _NumberEraser().visit(_canonical_tree(source))
-    return ast.unparse(ast.fix_missing_locations(tree))
+    return ast.unparse(_NumberEraser().visit(_canonical_tree(source)))
 
 
 def _hash(text: str) -> str:
@@ -175,3 +171,10 @@ def python_hash(source: str) -> str:
 def shape_hash(source: str) -> str:
     """16 hex digits: xxh3_64 of :func:`canonical_shape`."""
     return _hash(canonical_shape(source))
+
+
+def canonical_hashes(source: str) -> tuple[str, str]:
+    """(:func:`python_hash`, :func:`shape_hash`) with one parse: what a row needs."""
+    tree = _canonical_tree(source)
+    python = ast.unparse(tree)
+    return _hash(python), _hash(ast.unparse(_NumberEraser().visit(tree)))

@@ -190,7 +190,7 @@ def build_row(
     warp_version: str,
 ) -> dict:
     """A dataset row (columns: dataset/schema.py)."""
-    python_hash = canonical.python_hash(spec.python_source)
+    python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
     return {
         "id": python_hash,
         "kernel_name": spec.kernel_name,
@@ -217,7 +217,7 @@ def build_row(
         "block_dim": spec.block_dim,
         "test_vectors": orjson.dumps(vectors).decode() if vectors is not None else "",
         "python_hash": python_hash,
-        "shape_hash": canonical.shape_hash(spec.python_source),
+        "shape_hash": shape_hash,
         "cuda_hash": _hash(kernel.forward + kernel.backward),
         "compile": {"arch": config.arch, "status": compile_status, "time_ms": compile_ms},
         "warp_version": warp_version,

@@ -123,15 +123,25 @@ def size_category(n: int) -> str:
 
 
 def split_num_bytes(folder, split_files: dict[str, list[str]]) -> dict[str, int]:
-    """Uncompressed size of each split, from the Parquet footers (for ``num_bytes``)."""
+    """Uncompressed size of each split, from the Parquet footers (for ``num_bytes``).
+
+    Timing columns count 8 bytes a value (their float64 width): their encoded size varies
+    with the values, and the card must be the same for two runs of one config."""
     import pyarrow.parquet as pq
 
+    from ..dataset.schema import TIMING_FIELDS
+
+    timing = {".".join(f) for f in TIMING_FIELDS}
     out = {}
     for split, paths in split_files.items():
         total = 0
         for rel in paths:
             meta = pq.ParquetFile(Path(folder) / rel).metadata
-            total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            for i in range(meta.num_row_groups):
+                group = meta.row_group(i)
+                for j in range(group.num_columns):
+                    column = group.column(j)
+                    total += 8 * column.num_values if column.path_in_schema in timing else column.total_uncompressed_size
         out[split] = total
     return out
 
