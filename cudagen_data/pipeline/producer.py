@@ -197,6 +197,10 @@ def produce(
                 batch_rows[split] += rows
             batch_rejects += rejects
             batch_parts.append(part)
+            if bar is not None:
+                bar.n = sum(tally["accepted"].values())
+                bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
+                bar.refresh()
             if unit.slots.stop < config.batch_slots(unit.batch).stop:
                 continue  # commit whole batches only: the run state counts batches
             t0 = time.perf_counter()
@@ -207,10 +211,6 @@ def produce(
             folder.commit(state, batch_rows, batch_rejects)
             tally["stage_seconds"]["write"] += time.perf_counter() - t0
             batch_parts, batch_rows, batch_rejects = [], {s: [] for s in store.SPLITS}, []
-            if bar is not None:
-                bar.n = sum(tally["accepted"].values())
-                bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
-                bar.refresh()
             if on_batch is not None:
                 on_batch(result)
         if batch_parts:
