@@ -173,9 +173,26 @@ def produce(
                 other.future = submit(other.batch, other.slots, other.skip)
             return result
 
+    # what has been consumed of the batch being read, committed when the batch is whole
     batch_parts: list[BatchResult] = []
     batch_rows: dict[str, list[dict]] = {s: [] for s in store.SPLITS}
     batch_rejects: list[dict] = []
+
+    def commit_batch(batch: int) -> None:
+        t0 = time.perf_counter()
+        result = merge_results(batch, batch_parts)
+        state.next_batch = batch + 1
+        state.preambles.update(result.preambles)
+        tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+        folder.commit(state, batch_rows, batch_rejects)
+        tally["stage_seconds"]["write"] += time.perf_counter() - t0
+        batch_parts.clear()
+        batch_rejects.clear()
+        for rows in batch_rows.values():
+            rows.clear()
+        if on_batch is not None:
+            on_batch(result)
+
     try:
         while not all(full(c) for c in config.categories):
             submit_more()
@@ -201,28 +218,11 @@ def produce(
                 bar.n = sum(tally["accepted"].values())
                 bar.set_postfix(rejects=sum(tally["rejects"].values()), dups=sum(tally["duplicates"].values()), refresh=False)
                 bar.refresh()
-            if unit.slots.stop < config.batch_slots(unit.batch).stop:
-                continue  # commit whole batches only: the run state counts batches
-            t0 = time.perf_counter()
-            result = merge_results(unit.batch, batch_parts)
-            state.next_batch = unit.batch + 1
-            state.preambles.update(result.preambles)
-            tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
-            folder.commit(state, batch_rows, batch_rejects)
-            tally["stage_seconds"]["write"] += time.perf_counter() - t0
-            batch_parts, batch_rows, batch_rejects = [], {s: [] for s in store.SPLITS}, []
-            if on_batch is not None:
-                on_batch(result)
+            if unit.slots.stop == config.batch_slots(unit.batch).stop:
+                commit_batch(unit.batch)  # whole batches only: the run state counts batches
         if batch_parts:
-            # the last rows came from the first part(s) of a batch: commit them, and mark
-            # the batch done (its other slots would only be skipped as full)
-            result = merge_results(batch_parts[0].batch, batch_parts)
-            state.next_batch = result.batch + 1
-            state.preambles.update(result.preambles)
-            tally["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
-            folder.commit(state, batch_rows, batch_rejects)
-            if on_batch is not None:
-                on_batch(result)
+            # the run ended inside a batch: its other slots would only be skipped as full
+            commit_batch(batch_parts[0].batch)
     except BaseException:
         executor.close(kill=True)
         if bar is not None:

@@ -110,6 +110,23 @@ class Names:
 # --------------------------------------------------------------------------- code text
 
 
+class Constants:
+    """Module-level constants a kernel names instead of inlining (``TILE_M = 16``), each with
+    probability ``p``; ``items`` go to :func:`module_source`."""
+
+    def __init__(self, rng: np.random.Generator, names: Names, p: float = 0.5):
+        self.rng, self.names, self.p = rng, names, p
+        self.items: list[tuple[str, str]] = []
+
+    def __call__(self, value: Any, *candidates: str) -> str:
+        """The text for ``value``: a new constant's name, or the literal."""
+        if coin(self.rng, self.p):
+            name = self.names(*candidates)
+            self.items.append((name, str(value)))
+            return name
+        return str(value)
+
+
 class Code:
     """Indented Python source lines."""
 

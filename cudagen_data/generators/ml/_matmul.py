@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _activations as acts
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop,
+    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop,
     order_args, scalar,
 )
 
@@ -47,6 +47,10 @@ class MatmulConfig:
     b_names: tuple[str, ...] = ("b", "B", "rhs", "mat_b")
     c_names: tuple[str, ...] = ("c", "C", "out", "result", "prod")
     bias_names: tuple[str, ...] = ("bias", "b_vec", "shift", "bias_vec")
+
+    def __post_init__(self) -> None:
+        if self.act == "relu" and self.M * self.N < 32:
+            self.act = "leaky_relu"  # all of a few ReLU outputs can be zero (a rejected, constant output): leak instead
 
 
 def build(rng: np.random.Generator, cfg: MatmulConfig, names: Names, kname_options: list[str]):
@@ -200,14 +204,7 @@ def _plain_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, func
 def _tile_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, funcs):
     ft = cfg.ft
     M, N, K, TM, TN, TK = cfg.M, cfg.N, cfg.K, cfg.tm, cfg.tn, cfg.tk
-    consts: list[tuple[str, str]] = []
-
-    def const(value, *cands):
-        if coin(rng, 0.6):
-            n = names(*cands)
-            consts.append((n, str(value)))
-            return n
-        return str(value)
+    const = Constants(rng, names, p=0.6)
 
     tm, tn = const(TM, "TILE_M", "TM", "BM"), const(TN, "TILE_N", "TN", "BN")
     single_k = coin(rng, 0.3)
@@ -265,7 +262,7 @@ def _tile_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, funcs
              f"{cur} = {cur} + {rt}")
     code(f"wp.tile_store({c}, {cur}, offset=({bi} * {tm}, {bj} * {tn}))")
     block_dim = choice(rng, [32, 64, 128])
-    return code, (M // TM, N // TN), block_dim, consts
+    return code, (M // TM, N // TN), block_dim, const.items
 
 
 # --------------------------------------------------------------------------- reference

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -201,14 +201,7 @@ def _tile(rng, names, ft, causal):
     if causal:
         Skv = S
     qkv = _Qkv(rng, names, ft, S, Skv, D, Dv)
-    consts: list = []
-
-    def const(value, *cands):
-        if coin(rng, 0.5):
-            nm = names(*cands)
-            consts.append((nm, str(value)))
-            return nm
-        return str(value)
+    const = Constants(rng, names)
 
     tq, skv, dd, dv = (const(TQ, "TQ", "BLOCK_Q", "ROWS"), const(Skv, "SKV", "KV_LEN", "N_KEYS"),
                        const(D, "HEAD_DIM", "DK", "D"), const(Dv, "DV", "V_DIM", "VD"))
@@ -253,7 +246,7 @@ def _tile(rng, names, ft, causal):
     code(f"wp.tile_store({qkv.out}, {o}, offset=({b} * {tq}, 0))")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars)
     kname = names(f"{'causal_' if causal else ''}attention_tiled", "tile_sdpa", "flash_attention_tile", "tiled_attention")
-    src = assemble(rng, kname, args, ft, code, consts, funcs, mathdx_off=True)
+    src = assemble(rng, kname, args, ft, code, const.items, funcs, mathdx_off=True)
     params = {"S": S, "Skv": Skv, "D": D, "Dv": Dv, "causal": causal, "scale": scale_param, "q": qkv.q, "k": qkv.k,
               "v": qkv.v, "out": qkv.out, "probs": None, "strategy": "tile"}
     return make_spec(CATEGORY, kname, src, args, (S // TQ,), params, block_dim=choice(rng, [32, 64, 128]),

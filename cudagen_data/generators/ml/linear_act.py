@@ -39,8 +39,6 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         if ft.is64:
             strategies.remove("mixed")
         strategy = choice(rng, strategies)
-    if act == "relu" and batch * n_out < 32:
-        act = "leaky_relu"  # all of a few ReLU outputs can be zero (a constant output): leak instead
     cfg = _matmul.MatmulConfig(
         M=batch, N=n_out, K=k_in, ft=ft, strategy=strategy, a_trans=coin(rng, 0.1), b_trans=coin(rng, 0.7),
         alpha=coin(rng, 0.15), beta=False, bias=choice(rng, ["col", "none"], [0.8, 0.2]), act=act,
@@ -50,6 +48,7 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         c_names=("y", "out", "output", "h_out", "act_out"),
         bias_names=("b", "bias", "b_fc"),
     )
+    act = cfg.act  # the config may have swapped ReLU for leaky ReLU
     kname_options = [f"linear_{act}", f"fc_{act}", f"dense_{act}", f"fused_linear_{act}",
                      "linear_act_tiled" if tiled else "linear_act", f"mlp_{act}"]
     kname, source, args, launch, block_dim, params = _matmul.build(rng, cfg, names, kname_options)

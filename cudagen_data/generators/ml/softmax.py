@@ -20,7 +20,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, Constants, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -191,14 +191,7 @@ def _tile(rng, names, ft, op, temperature, spread):
     x = names("x", "logits", "scores", "inp")
     out = names("out", "probs", "y", "p") if op == "softmax" else names("out", "log_probs", "logp")
     temp = names("temperature", "tau", "temp") if temperature else None
-    consts = []
-
-    def const(value, *cands):
-        if coin(rng, 0.5):
-            nm = names(*cands)
-            consts.append((nm, str(value)))
-            return nm
-        return str(value)
+    const = Constants(rng, names)
 
     Cc = const(C, "COLS", "N", "WIDTH", "CLASSES")
     code = Code(1)
@@ -247,7 +240,7 @@ def _tile(rng, names, ft, op, temperature, spread):
     scalars = [scalar(temp, ft.dtype, (0.5, 2.0))] if temp else []
     args = order_args(rng, inputs, [arr(out, ft.dtype, (R, C), "out")], scalars)
     kname = names(f"tile_{op}", f"{op}_tiled", f"block_{op}", f"{op}_tile_rows")
-    src = assemble(rng, kname, args, ft, code, consts, funcs)
+    src = assemble(rng, kname, args, ft, code, const.items, funcs)
     params = {"op": op, "temperature": temp, "inv_temperature": False, "axis": 1, "view": [R, C], "x": x, "out": out,
               "stats": {}, "strategy": "tile"}
     return make_spec(CATEGORY, kname, src, args, (R // TR,), params, block_dim=choice(rng, [32, 64, 128]))
