@@ -180,6 +180,24 @@ def test_a_kernel_that_crashes_its_worker_is_rejected_alone(tmp_path, monkeypatc
     assert len(ref - kept) == 1 and len(kept - ref) == 1 and next(iter(kept - ref))[0] == lost[0]  # one later kernel of its category instead
 
 
+def test_a_broken_pool_is_reported_through_the_future_not_by_submit():
+    """The producer handles a dead worker where it reads results; a submit that comes after
+    the pool broke must not raise (CI once lost a run to exactly that race)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from cudagen_data.pipeline.executor import ProcessExecutor
+
+    executor = ProcessExecutor(1)
+    try:
+        with pytest.raises(BrokenProcessPool):
+            executor.submit(os._exit, 3).result(timeout=120)
+        later = executor.submit(os.getpid)
+        with pytest.raises(BrokenProcessPool):
+            later.result(timeout=5)
+    finally:
+        executor.close(kill=True)
+
+
 def test_two_runs_same_bytes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     config = ProduceConfig(count=60, categories=CATS, seed=11, fast=True, batch_size=16)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import signal
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +51,14 @@ class ProcessExecutor:
         )
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
-        return self._pool.submit(fn, *args)
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool as exc:
+            # A worker died before this submit: report it through the future like any other
+            # failure, so the caller handles a crash in one place (when it reads results).
+            future: cf.Future = cf.Future()
+            future.set_exception(exc)
+            return future
 
     def close(self, *, kill: bool = False) -> None:
         if kill:
