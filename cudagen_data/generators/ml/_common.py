@@ -272,9 +272,8 @@ def _is_wp_attr(node: ast.AST, attr: str | None = None) -> bool:
     )
 
 
-def features_of(source: str) -> tuple[str, ...]:
-    """Warp builtins and language features the source uses, sorted."""
-    tree = ast.parse(source)
+def features_of(tree: ast.Module) -> tuple[str, ...]:
+    """Warp builtins and language features the parsed source uses, sorted."""
     # parameter annotations (wp.array(dtype=...)) are types, not features
     in_annotations = {id(n) for a in ast.walk(tree) if isinstance(a, ast.arg) and a.annotation
                       for n in ast.walk(a.annotation)}
@@ -314,15 +313,13 @@ def _loop_depth(node: ast.AST, depth: int = 0) -> int:
     return best
 
 
-def difficulty_of(source: str, algorithmic: int = 0) -> str:
+def difficulty_of(tree: ast.Module, feats: tuple[str, ...], algorithmic: int = 0) -> str:
     """basic / intermediate / advanced from the emitted structure.
 
     Points: deepest loop nesting, atomics (1), helper functions (1),
     tile programming counts 3, branches (1), plus ``algorithmic`` points a family adds for ideas the syntax does not
     show (online rescaling, causal masking, multi-pass carries, top-k selection).
     """
-    tree = ast.parse(source)
-    feats = features_of(source)
     score = _loop_depth(tree)
     score += 3 if "tile" in feats else 0
     score += 1 if "atomic" in feats else 0
@@ -350,14 +347,16 @@ def scalar(name: str, dtype: str, domain: tuple[float, float]) -> ArgSpec:
 
 def make_spec(category: str, kernel_name: str, source: str, args: Sequence[ArgSpec], launch_dim: Sequence[int],
               params: dict[str, Any], block_dim: int | None = None, algorithmic: int = 0) -> KernelSpec:
+    tree = ast.parse(source)
+    features = features_of(tree)
     return KernelSpec(
         category=category,
         kernel_name=kernel_name,
         python_source=source,
         args=tuple(args),
         launch_dim=tuple(int(d) for d in launch_dim),
-        difficulty=difficulty_of(source, algorithmic),
-        features=features_of(source),
+        difficulty=difficulty_of(tree, features, algorithmic),
+        features=features,
         block_dim=block_dim,
         params=params,
     )
