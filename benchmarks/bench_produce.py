@@ -6,7 +6,9 @@
 Measured in this run, each from a cold Warp kernel cache:
 - full validation (generate, extract, NVRTC, CPU execution), --workers processes:
   pairs/s end to end (targets: >= 20 pairs/s, 1,000 pairs in < 50 s on 2 cores);
-- --fast (generate, extract, dedup): pairs/s (target >= 400);
+- --fast (generate, extract, dedup): pairs/s (target >= 400), and its floor: bare Warp
+  codegen of the same kernels (benchmarks/bench_extract.py), split over the same number
+  of processes;
 - the floor: Warp codegen + batched NVRTC + batched CPU build of the same kernels the
   full run tried, split over the same number of processes; overhead = full / floor - 1
   (target <= 25%);
@@ -87,6 +89,25 @@ def floor_seconds(sources: list[str], workers: int, arch: int, batch_size: int) 
         return time.perf_counter() - t0
 
 
+def _codegen_worker(sources: list[str]) -> float:
+    from bench_extract import bare_codegen
+
+    from cudagen_data import warp_env
+
+    warp_env.warp()
+    return bare_codegen(sources)
+
+
+def codegen_floor_seconds(sources: list[str], workers: int) -> float:
+    """Wall time of bare Warp codegen of ``sources`` over ``workers`` processes."""
+    shares = [sources[i::workers] for i in range(workers)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(_codegen_worker, [[]] * workers)  # start-up outside the timing
+        t0 = time.perf_counter()
+        pool.map(_codegen_worker, shares)
+        return time.perf_counter() - t0
+
+
 def tried_sources(out: Path) -> list[str]:
     srcs = []
     for p in sorted((out / "jsonl").glob("*.jsonl")) + [out / "rejects.jsonl"]:
@@ -99,7 +120,7 @@ def tried_sources(out: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--count", type=int, default=1000, help="full-validation pairs (0: skip the full run)")
     ap.add_argument("--fast-count", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=100)
@@ -115,7 +136,15 @@ def main() -> None:
     try:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, batch {args.batch_size}")
         fast_s, fast_stats, _ = run(args.fast_count, cats, args.workers, True, args.batch_size, tmp / "fast")
-        print(f"--fast: {fast_stats['total_pairs']} pairs in {fast_s:.1f} s = {fast_stats['total_pairs'] / fast_s:.0f} pairs/s (target >= 400)")
+        fast_n = fast_stats["total_pairs"]
+        print(f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s (target >= 400); tried {fast_stats['kernels_tried']} kernels")
+        if not args.skip_floor:
+            sources = tried_sources(tmp / "fast")
+            cg_s = codegen_floor_seconds(sources, args.workers)
+            print(f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: {cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most")
+            print(f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}: generation, canonical hashes, rows, writing)")
+        if args.count <= 0:
+            return
         full_s, stats, rss = run(args.count, cats, args.workers, False, args.batch_size, tmp / "full")
         n = stats["total_pairs"]
         print(f"full:   {n} pairs in {full_s:.1f} s = {n / full_s:.1f} pairs/s (target >= 20); tried {stats['kernels_tried']} kernels")
