@@ -175,9 +175,27 @@ def loaded_source(source: str, *, fresh_function_names: bool = True) -> Iterator
     finally:
         sys.modules.pop(module_name, None)
         linecache.cache.pop(filename, None)
-        wp_context.user_modules.pop(module_name, None)
+        warp_module = wp_context.user_modules.pop(module_name, None)
+        if warp_module is not None:
+            detach_module(warp_module)
         module.__dict__.clear()
         del wp
+
+
+def detach_module(module) -> None:
+    """Cut a Warp module out of Warp's module dependency graph.
+
+    Warp records each module in the ``dependents`` set of every module it references
+    (``warp.math``, say, which lives for the whole process), so a module dropped from
+    every registry still stays reachable with all its kernels and their code-generation
+    state: about 10 MB of a worker's memory per 100 kernels executed, never returned.
+    """
+    for ref in tuple(module.references):
+        ref.dependents.discard(module)
+    for dep in tuple(module.dependents):
+        dep.references.discard(module)
+    module.references.clear()
+    module.dependents.clear()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -188,6 +188,7 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
         finally:
             out.seconds["run"] = time.perf_counter() - t2
             module.unload()
+            warp_env.detach_module(module)
     out.outputs, out.input_grads = run.outputs, run.input_grads
     if not run.ok:
         out.error = ("gpu_run", f"{run.reason}: {run.detail}")

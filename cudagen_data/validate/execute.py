@@ -130,6 +130,7 @@ def batch_module(specs: Sequence[KernelSpec]):
             yield module, kernels, errors
         finally:
             module.unload()
+            warp_env.detach_module(module)
             warp_env.clear_private_cache()
 
 
