@@ -74,38 +74,29 @@ def _floor_worker(args) -> float:
                 module.load("cpu", block_dim=1)
             except Exception:  # noqa: BLE001
                 pass
-            module.unload()
+            warp_env.release_module(module)
         warp_env.clear_private_cache()
     return time.perf_counter() - t0
 
 
-def floor_seconds(sources: list[str], workers: int, arch: int, batch_size: int) -> float:
+def pooled_seconds(worker, sources: list[str], workers: int, *extra) -> float:
+    """Wall time of ``worker((share, *extra))`` over ``workers`` spawned processes, each
+    given every ``workers``-th source; process start-up is outside the timing."""
     shares = [sources[i::workers] for i in range(workers)]
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers) as pool:
-        pool.map(_floor_worker, [([], arch, batch_size)] * workers)  # start-up outside the timing
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(worker, [([], *extra)] * workers)
         t0 = time.perf_counter()
-        pool.map(_floor_worker, [(s, arch, batch_size) for s in shares])
+        pool.map(worker, [(share, *extra) for share in shares])
         return time.perf_counter() - t0
 
 
-def _codegen_worker(sources: list[str]) -> float:
+def _codegen_worker(args: tuple) -> float:
     from bench_extract import bare_codegen
 
     from cudagen_data import warp_env
 
     warp_env.warp()
-    return bare_codegen(sources)
-
-
-def codegen_floor_seconds(sources: list[str], workers: int) -> float:
-    """Wall time of bare Warp codegen of ``sources`` over ``workers`` processes."""
-    shares = [sources[i::workers] for i in range(workers)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(_codegen_worker, [[]] * workers)  # start-up outside the timing
-        t0 = time.perf_counter()
-        pool.map(_codegen_worker, shares)
-        return time.perf_counter() - t0
+    return bare_codegen(args[0])
 
 
 def tried_sources(out: Path) -> list[str]:
@@ -140,7 +131,7 @@ def main() -> None:
         print(f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s (target >= 400); tried {fast_stats['kernels_tried']} kernels")
         if not args.skip_floor:
             sources = tried_sources(tmp / "fast")
-            cg_s = codegen_floor_seconds(sources, args.workers)
+            cg_s = pooled_seconds(_codegen_worker, sources, args.workers)
             print(f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: {cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most")
             print(f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}: generation, canonical hashes, rows, writing)")
         if args.count <= 0:
@@ -153,7 +144,7 @@ def main() -> None:
         print(f"        peak worker RSS {rss:.0f} MB")
         if not args.skip_floor:
             sources = tried_sources(tmp / "full")
-            floor_s = floor_seconds(sources, args.workers, 86, args.batch_size)
+            floor_s = pooled_seconds(_floor_worker, sources, args.workers, 86, args.batch_size)
             print(f"floor:  codegen + batched NVRTC + batched CPU build of the same {len(sources)} kernels, {args.workers} processes: {floor_s:.1f} s")
             print(f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= +25%)")
         if args.rss_pairs:

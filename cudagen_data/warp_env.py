@@ -177,24 +177,23 @@ def loaded_source(source: str, *, fresh_function_names: bool = True) -> Iterator
         linecache.cache.pop(filename, None)
         warp_module = wp_context.user_modules.pop(module_name, None)
         if warp_module is not None:
-            detach_module(warp_module)
+            release_module(warp_module)
         module.__dict__.clear()
         del wp
 
 
-def detach_module(module) -> None:
-    """Cut a Warp module out of Warp's module dependency graph.
+def release_module(module) -> None:
+    """Unload a Warp module we are done with and cut it out of Warp's module graph.
 
     Warp records each module in the ``dependents`` set of every module it references
     (``warp.math``, say, which lives for the whole process), so a module dropped from
     every registry still stays reachable with all its kernels and their code-generation
     state: about 10 MB of a worker's memory per 100 kernels executed, never returned.
     """
-    for ref in tuple(module.references):
-        ref.dependents.discard(module)
-    for dep in tuple(module.dependents):
+    module.unload()
+    module._detach_references()  # Warp's own unlink from the modules it references
+    for dep in tuple(module.dependents):  # and from modules that reference it, if any remain
         dep.references.discard(module)
-    module.references.clear()
     module.dependents.clear()
 
 

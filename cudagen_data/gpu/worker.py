@@ -187,8 +187,7 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)
         finally:
             out.seconds["run"] = time.perf_counter() - t2
-            module.unload()
-            warp_env.detach_module(module)
+            warp_env.release_module(module)
     out.outputs, out.input_grads = run.outputs, run.input_grads
     if not run.ok:
         out.error = ("gpu_run", f"{run.reason}: {run.detail}")

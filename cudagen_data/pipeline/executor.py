@@ -12,8 +12,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import signal
-from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 

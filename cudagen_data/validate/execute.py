@@ -129,8 +129,7 @@ def batch_module(specs: Sequence[KernelSpec]):
         try:
             yield module, kernels, errors
         finally:
-            module.unload()
-            warp_env.detach_module(module)
+            warp_env.release_module(module)
             warp_env.clear_private_cache()
 
 
