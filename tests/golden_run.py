@@ -26,6 +26,10 @@ import xxhash
 GOLDEN = Path(__file__).parent / "golden" / "golden.json"
 CATEGORIES = ("arithmetic", "vector", "matrix", "control_flow", "math", "atomic", "reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")
 CONFIG = dict(count=30, categories=CATEGORIES, seed=0, batch_size=16)
+# A second, tiny run through a worker process in which slot 2 crashes the worker: it pins
+# the crash isolation (bisection down to the slot) and a reject line in rejects.jsonl.
+CRASH_CONFIG = dict(count=6, categories=("arithmetic", "math"), seed=0, batch_size=4)
+CRASH_SLOTS = "2"
 TIMING_ROW_FIELDS = (("metadata", "generation_time_ms"), ("compile", "time_ms"))
 TIMING_STATS = ("generation_time_seconds", "pairs_per_second", "stage_seconds")
 SPLITS = ("train", "validation", "test")
@@ -74,7 +78,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return out
 
 
-def golden_of(folder: Path) -> dict:
+def golden_of(folder: Path, config: dict = CONFIG) -> dict:
     snap = snapshot(folder)
     rows = {}
     for split in SPLITS:
@@ -83,7 +87,7 @@ def golden_of(folder: Path) -> dict:
             rows[row["id"]] = _digest(line)
     sample = [orjson.loads(line) for line in snap["jsonl/train.jsonl"].splitlines()[:SAMPLE_ROWS]]
     return {
-        "config": {**CONFIG, "categories": list(CATEGORIES)},
+        "config": {**config, "categories": list(config["categories"])},
         "files": {name: _digest(data) for name, data in sorted(snap.items())},
         "row_digests": rows,
         "stats": orjson.loads(snap["stats.json"]),
@@ -91,15 +95,32 @@ def golden_of(folder: Path) -> dict:
     }
 
 
-def make_run(output: Path, workers: int = 0) -> Path:
+def make_run(output: Path, workers: int = 0, config: dict = CONFIG) -> Path:
     try:
         from cudagen_data.pipeline import ProduceConfig, produce
     except ImportError:  # before the restructure
         from cudagen_data.pipeline.config import ProduceConfig
         from cudagen_data.pipeline.producer import produce
 
-    produce(ProduceConfig(**CONFIG), output, workers=workers, progress=False)
+    produce(ProduceConfig(**config), output, workers=workers, progress=False)
     return output
+
+
+def make_crash_run(output: Path) -> Path:
+    import os
+
+    os.environ["CUDAGEN_TEST_CRASH_SLOTS"] = CRASH_SLOTS  # read by the spawned worker
+    try:
+        return make_run(output, workers=1, config=CRASH_CONFIG)
+    finally:
+        del os.environ["CUDAGEN_TEST_CRASH_SLOTS"]
+
+
+def golden_runs(tmp: Path) -> dict:
+    return {
+        "all_categories": golden_of(make_run(tmp / "run"), CONFIG),
+        "worker_crash": golden_of(make_crash_run(tmp / "crash"), CRASH_CONFIG),
+    }
 
 
 def bless(golden: dict) -> None:
@@ -109,9 +130,9 @@ def bless(golden: dict) -> None:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        golden = golden_of(make_run(Path(tmp) / "run", workers=int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+        golden = golden_runs(Path(tmp))
     if "--bless" in sys.argv:
         bless(golden)
         print(f"wrote {GOLDEN}")
     else:
-        print(orjson.dumps(golden["files"], option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps({k: g["files"] for k, g in golden.items()}, option=orjson.OPT_INDENT_2).decode())

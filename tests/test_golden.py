@@ -24,16 +24,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 import golden_run  # noqa: E402
 
 
-def test_golden_run_is_unchanged(tmp_path):
-    got = golden_run.golden_of(golden_run.make_run(tmp_path / "run"))
-    if os.environ.get("CUDAGEN_BLESS") == "1":
-        golden_run.bless(got)
-        return
-    want = orjson.loads(golden_run.GOLDEN.read_bytes())
+def _differences(want: dict, got: dict) -> list[str]:
     assert got["config"] == want["config"], "the golden run's config changed: re-bless on purpose"
     problems = [f"{name}: differs" for name in sorted(set(want["files"]) | set(got["files"])) if want["files"].get(name) != got["files"].get(name)]
     rows = [f"row {rid}: {'missing' if rid not in got['row_digests'] else 'differs'}" for rid, d in want["row_digests"].items() if got["row_digests"].get(rid) != d]
     rows += [f"row {rid}: new" for rid in got["row_digests"] if rid not in want["row_digests"]]
-    stats = [f"stats.json {k}: {want['stats'].get(k)!r} -> {got['stats'].get(k)!r}" for k in sorted(set(want["stats"]) | set(got["stats"])) if want["stats"].get(k) != got["stats"].get(k)]
-    assert not (problems or rows), "golden run changed (set CUDAGEN_BLESS=1 to accept on purpose):\n" + "\n".join(problems + rows + stats)
+    if problems or rows:
+        stats = [f"stats.json {k}: {want['stats'].get(k)!r} -> {got['stats'].get(k)!r}" for k in sorted(set(want["stats"]) | set(got["stats"])) if want["stats"].get(k) != got["stats"].get(k)]
+        return problems + rows + stats
     assert got["sample_rows"] == want["sample_rows"]
+    return []
+
+
+def test_golden_runs_are_unchanged(tmp_path):
+    got = golden_run.golden_runs(tmp_path)
+    if os.environ.get("CUDAGEN_BLESS") == "1":
+        golden_run.bless(got)
+        return
+    want = orjson.loads(golden_run.GOLDEN.read_bytes())
+    assert sorted(got) == sorted(want)
+    problems = [f"{run}: {p}" for run in sorted(want) for p in _differences(want[run], got[run])]
+    assert not problems, "golden run changed (set CUDAGEN_BLESS=1 to accept on purpose):\n" + "\n".join(problems)
+    assert got["worker_crash"]["stats"]["rejects_by_reason"] == {"worker_crash": 1}  # the crash path ran
