@@ -60,10 +60,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from cudagen_data import warp_env
+    from cudagen_data import warp_boundary
     from cudagen_data.extract import compile_units, extract_kernels
 
-    warp_env.warp()
+    warp_boundary.warp()
     srcs = sources(args.count, args.seed)
     for s in srcs[:50]:  # warm up: imports, first-use caches
         extract_kernels(s)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cudagen_data import canonical, warp_env  # noqa: E402
+from cudagen_data import canonical, warp_boundary  # noqa: E402
 from cudagen_data.extract import DEFAULT_BLOCK_DIM, ExtractError, compile_units, extract_kernels  # noqa: E402
 from cudagen_data.generators import generate  # noqa: E402
 from cudagen_data.generators.ml import GENERATORS, REFERENCE_CHECKS  # noqa: E402
-from cudagen_data.validate.execute import execute_specs  # noqa: E402
+from cudagen_data.execution import execute_specs  # noqa: E402
 
 
 def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
@@ -72,7 +72,7 @@ def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
         else:
             numpy_ok[k] = True
     t_exec = time.perf_counter() - t0
-    warp_env.clear_private_cache()
+    warp_boundary.clear_private_cache()
     return {"compiled": compiled_ok, "executed": executed_ok, "numpy": numpy_ok, "failures": failures,
             "examples": examples, "seconds": (t_extract, t_compile, t_exec)}
 

@@ -44,10 +44,10 @@ def run(count: int, categories: tuple[str, ...], workers: int, fast: bool, batch
 def _floor_worker(args) -> float:
     """Codegen, NVRTC and CPU-build a share of the kernels; returns seconds spent."""
     sources, arch, batch_size = args
-    from cudagen_data import warp_env
+    from cudagen_data import warp_boundary
     from cudagen_data.extract import compile_units, extract_kernels
 
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     from warp._src.context import Module
 
     t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def _floor_worker(args) -> float:
 
         with contextlib.ExitStack() as stack:
             for src in chunk:
-                loaded = stack.enter_context(warp_env.loaded_source(src, fresh_function_names=False))
+                loaded = stack.enter_context(warp_boundary.loaded_source(src, fresh_function_names=False))
                 for k in loaded.kernels():
                     k.module = module
                     module.register_kernel(k)
@@ -74,8 +74,8 @@ def _floor_worker(args) -> float:
                 module.load("cpu", block_dim=1)
             except Exception:  # noqa: BLE001
                 pass
-            warp_env.release_module(module)
-        warp_env.clear_private_cache()
+            warp_boundary.release_module(module)
+        warp_boundary.clear_private_cache()
     return time.perf_counter() - t0
 
 
@@ -93,9 +93,9 @@ def pooled_seconds(worker, sources: list[str], workers: int, *extra) -> float:
 def _codegen_worker(args: tuple) -> float:
     from bench_extract import bare_codegen
 
-    from cudagen_data import warp_env
+    from cudagen_data import warp_boundary
 
-    warp_env.warp()
+    warp_boundary.warp()
     return bare_codegen(args[0])
 
 

@@ -31,6 +31,7 @@ def expected_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from .contracts.manifest import ManifestError
         from .dataset.store import DatasetError
         from .extract import ExtractError
         from .pipeline.config import ProduceError
@@ -38,7 +39,7 @@ def expected_errors(fn):
 
         try:
             return fn(*args, **kwargs)
-        except (ProduceError, DatasetError, ExtractError, PublishError) as exc:
+        except (ProduceError, DatasetError, ExtractError, PublishError, ManifestError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             typer.echo("\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True)
@@ -49,6 +50,30 @@ def expected_errors(fn):
 
 def _split_list(value: Optional[str]) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def format_summary(stats: dict, output: Path | str) -> str:
+    """One screen: what was made, what was rejected and why, how fast."""
+    lines = [f"{stats['total_pairs']} pairs in {output}"]
+    width = max((len(c) for c in stats["by_category"]), default=8)
+    lines.append("  category".ljust(width + 4) + "pairs  " + "  ".join(t[:5].rjust(5) for t in ("basic", "intermediate", "advanced")))
+    for cat, n in stats["by_category"].items():
+        tiers = stats.get("by_category_difficulty", {}).get(cat, {})
+        lines.append(f"  {cat.ljust(width)}  {n:5d}  " + "  ".join(f"{tiers.get(t, 0):5d}" for t in ("basic", "intermediate", "advanced")))
+    lines.append("  splits: " + ", ".join(f"{s} {n}" for s, n in stats["by_split"].items()))
+    lines.append(f"  lines: forward {stats['avg_forward_lines']}, backward {stats['avg_backward_lines']} (average)")
+    rates = []
+    if stats.get("compile_pass_rate") is not None:
+        rates.append(f"compile {stats['compile_pass_rate']:.1%}")
+    if stats.get("execution_pass_rate") is not None:
+        rates.append(f"execution {stats['execution_pass_rate']:.1%}")
+    lines.append(f"  tried {stats['kernels_tried']} kernels" + (f"; pass rates: {', '.join(rates)}" if rates else " (--fast: no compile or execution)"))
+    rejects = stats["rejects_by_reason"]
+    if rejects:
+        lines.append("  rejects: " + ", ".join(f"{r} {n}" for r, n in rejects.items()))
+    if stats.get("pairs_per_second"):
+        lines.append(f"  time: {stats['generation_time_seconds']:.1f} s, {stats['pairs_per_second']:.1f} pairs/s")
+    return "\n".join(lines)
 
 
 @app.command()
@@ -69,7 +94,6 @@ def produce(
     """Make a dataset of validated Python -> CUDA pairs (resumable: re-run the same command after a crash)."""
     from .generators import categories as all_categories
     from .pipeline.config import ProduceConfig
-    from .pipeline.producer import format_summary
     from .pipeline.producer import produce as run_produce
     from .publish.splits import validate_ratios
 
@@ -133,7 +157,7 @@ def extract(
         os.replace(tmp, out)
     for e in errors:
         typer.echo(f"{file}:{e.line}: {e.message}", err=True)
-    failed = sum(1 for r in rows if r["compile"]["status"] == "failed")
+    failed = sum(1 for r in rows if r.compile.status == "failed")
     typer.echo(f"{len(rows)} kernels extracted, {failed} failed to compile, {len(errors)} errors" + (f" -> {out}" if out else ""), err=True)
     if errors or failed or not rows:
         if not rows and not errors:
@@ -149,7 +173,7 @@ def validate(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Re-check every row from scratch: schema, hashes, CUDA structure, NVRTC, CPU test vectors, manifest."""
-    from .validate.rows import format_report, validate_path
+    from .dataset.verify import format_report, validate_path
 
     report = validate_path(path, arch=arch, progress=progress)
     typer.echo(format_report(report))
@@ -162,7 +186,7 @@ def validate(
 def stats(path: Path = typer.Argument(DEFAULT_OUTPUT, help="A finished dataset folder.")) -> None:
     """Print a dataset's statistics."""
     from .dataset.store import DatasetFolder
-    from .pipeline.producer import format_summary, load_stats
+    from .dataset.finalize import load_stats
 
     typer.echo(format_summary(load_stats(DatasetFolder(path)), path))
 

@@ -2,9 +2,9 @@
 
 Rows are dicts matching ``ROW_SCHEMA``; their Python and CUDA are small hand-built
 strings shaped like what Warp 1.19 emits (forward/backward ``__global__`` functions,
-``@wp.func`` device functions with their adjoints).  ``write_folder`` lays them out
-the way the producer's writer does (data/*.parquet, jsonl/, stats.json, manifest.json,
-rejects.jsonl, .cudagen/, README.md via ``render_card``).
+``@wp.func`` device functions with their adjoints).  ``write_folder`` writes them with
+the producer's own folder writer and finalizer (data/*.parquet, jsonl/, stats.json,
+manifest.json, rejects.jsonl, .cudagen/, README.md).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 import xxhash
 
-from cudagen_data.dataset.schema import ROW_SCHEMA, SCHEMA_VERSION
-from cudagen_data.publish.card import render_card
-from cudagen_data.publish.splits import SPLITS, assign_split
+from cudagen_data.contracts import SPLITS, Reject, RejectReason, RunStats
+from cudagen_data.dataset.finalize import finalize
+from cudagen_data.dataset.store import DatasetFolder, RunState
+from cudagen_data.pipeline.config import ProduceConfig
+from cudagen_data.publish.splits import assign_split
 
 def _h64(text: str) -> str:
     return xxhash.xxh3_64_hexdigest(text.encode())
@@ -172,63 +172,27 @@ def make_rows(count: int, seed: int = 7) -> list[dict]:
 
 
 def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: int = 40, command: str | None = None) -> dict:
-    """Write ``rows`` as a dataset folder; return the manifest.  Splits come from
+    """Write ``rows`` as a dataset folder with the producer's own writer (DatasetFolder.commit,
+    then dataset.finalize); return the manifest.  Splits come from
     ``assign_split(shape_hash, ratios)``; each split is sharded by ``shard_rows``."""
-    folder = Path(folder)
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    (folder / "jsonl").mkdir(exist_ok=True)
-    (folder / ".cudagen").mkdir(exist_ok=True)
-    by_split = {s: [r for r in rows if assign_split(r["shape_hash"], ratios) == s] for s in SPLITS}
-    files, split_files = [], {}
-    for split, split_rows in by_split.items():
-        if not split_rows:
-            continue
-        chunks = [split_rows[i : i + shard_rows] for i in range(0, len(split_rows), shard_rows)]
-        for i, chunk in enumerate(chunks):
-            rel = f"data/{split}-{i:05d}-of-{len(chunks):05d}.parquet"
-            pq.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), folder / rel, compression="zstd")
-            digest = xxhash.xxh3_128_hexdigest((folder / rel).read_bytes())
-            files.append({"path": rel, "split": split, "rows": len(chunk), "xxh3_128": digest})
-            split_files.setdefault(split, []).append(rel)
-        with open(folder / "jsonl" / f"{split}.jsonl", "wb") as fh:
-            for r in split_rows:
-                fh.write(orjson.dumps(r) + b"\n")
-    n = len(rows)
-    stats = {
-        "total_pairs": n,
-        "by_category": dict(Counter(r["category"] for r in rows)),
-        "by_split": {s: len(v) for s, v in by_split.items() if v},
-        "by_difficulty": dict(Counter(r["difficulty"] for r in rows)),
-        "avg_forward_lines": sum(r["metadata"]["forward_lines"] for r in rows) / max(n, 1),
-        "avg_backward_lines": sum(r["metadata"]["backward_lines"] for r in rows) / max(n, 1),
-        "generation_time_seconds": 12.5,
-        "pairs_per_second": n / 12.5,
-        "rejects_by_reason": {"compile_error": 3, "constant_output": 5, "duplicate": 2},
-        "duplicates_dropped": 2,
-        "compile_pass_rate": 0.97,
-        "execution_pass_rate": 0.95,
-        "stage_seconds": {"generate": 1.0, "codegen": 4.0, "compile": 6.0, "execute": 1.5},
-    }
-    manifest = {
-        "format": "cudagen-data",
-        "schema_version": SCHEMA_VERSION,
-        "config": {
-            "count": n,
-            "categories": sorted(stats["by_category"]),
-            "seed": 7,
-            "arch": ARCH,
-            "fast": False,
-            "batch_size": 50,
-            "split_ratios": list(ratios),
-        },
-        "versions": {"cudagen_data": "0.1.0", "warp": WARP_VERSION, "generator": GENERATOR_VERSION},
-        "command": command or f"cudagen produce --count {n} --seed 7",
-        "preambles": {PREAMBLE_HASH: PREAMBLE},
-        "files": files,
-    }
-    (folder / "stats.json").write_bytes(orjson.dumps(stats, option=orjson.OPT_INDENT_2))
-    (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    (folder / "rejects.jsonl").write_bytes(orjson.dumps({"reason": "compile_error", "log": "error: identifier undefined"}) + b"\n")
-    (folder / ".cudagen" / "state.json").write_bytes(b"{}")
-    (folder / "README.md").write_text(render_card(manifest, stats, ROW_SCHEMA, split_files), encoding="utf-8")
-    return manifest
+    folder = DatasetFolder(folder)
+    folder.root.mkdir(parents=True, exist_ok=True)
+    categories = tuple(sorted({r["category"] for r in rows}))
+    config = ProduceConfig(count=len(rows), categories=categories, seed=7, arch=ARCH, batch_size=50, split_ratios=tuple(ratios))
+    stats = RunStats.new(categories, SPLITS)
+    by_split = {s: [] for s in SPLITS}
+    path = ("generate", "extract", "compile", "execute")
+    for r in rows:
+        split = assign_split(r["shape_hash"], ratios)
+        by_split[split].append(r)
+        stats.count_slot(r["category"], path, None)
+        stats.stages["dedup"].keep()
+        stats.count_row(r["category"], r["difficulty"], split, r["metadata"]["forward_lines"], r["metadata"]["backward_lines"])
+    rejected = Reject(len(rows), categories[0], len(rows), "k_bad", RejectReason.COMPILE_ERROR, "error: identifier undefined", "error: identifier undefined")
+    stats.count_slot(rejected.category, path, rejected.reason)
+    stats.elapsed_seconds = 12.5
+    state = RunState(fingerprint="fixtures_rows", tally=stats.to_json(), preambles={PREAMBLE_HASH: PREAMBLE})
+    folder.start(state)
+    folder.commit(state, by_split, [rejected])
+    finalize(folder, config, state, shard_rows=shard_rows, command=command or f"cudagen produce --count {len(rows)} --seed 7")
+    return orjson.loads(folder.path("manifest.json").read_bytes())

@@ -12,7 +12,7 @@ from cudagen_data.extract import extract_source
 from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.pipeline.work import _hash, build_row
 from cudagen_data.spec import ArgSpec, KernelSpec
-from cudagen_data.validate.execute import execute_specs, test_vectors
+from cudagen_data.execution import execute_specs, test_vectors
 
 
 def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
@@ -144,7 +144,7 @@ def make_rows(names: list[str]) -> list[dict]:
     for spec, run in zip(specs, runs):
         assert run.ok, f"{spec.kernel_name}: {run.reason} {run.detail}"
         kernel = extract_source(spec.python_source, block_dim=spec.block_dim or 256, arch=config.arch).kernels[0]
-        rows.append(build_row(config, 0, spec, kernel, _hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]))
+        rows.append(build_row(config, 0, spec, kernel, _hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]).to_dict())
     return rows
 
 

@@ -240,7 +240,7 @@ def test_executed_and_extracted_modules_are_freed():
     from warp._src.context import Module
 
     from cudagen_data.spec import ArgSpec, KernelSpec
-    from cudagen_data.validate.execute import execute_specs
+    from cudagen_data.execution import execute_specs
 
     spec = KernelSpec("vector", "norms", NORM_SOURCE, (ArgSpec("v", "array", "vec3", (8,)), ArgSpec("out", "array", "float32", (8,), "out")), (8,), "basic")
     for _ in range(2):

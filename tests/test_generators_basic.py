@@ -239,7 +239,7 @@ def test_sample_passes_warp_codegen():
 
 
 def test_sample_runs_on_cpu_with_finite_varying_outputs_and_gradients():
-    from cudagen_data.validate.execute import execute_specs
+    from cudagen_data.execution import execute_specs
 
     specs = [generate(category, 5, i) for category in CATEGORIES for i in range(3)]
     with contextlib.redirect_stderr(io.StringIO()):

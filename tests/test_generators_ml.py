@@ -19,7 +19,7 @@ from cudagen_data.extract import DEFAULT_BLOCK_DIM, compile_units, extract_kerne
 from cudagen_data.generators import categories, generate
 from cudagen_data.generators.ml import GENERATORS, REFERENCE_CHECKS
 from cudagen_data.spec import DIFFICULTIES, DTYPES, ArgSpec, KernelSpec
-from cudagen_data.validate.execute import execute_specs
+from cudagen_data.execution import execute_specs
 
 ML = ("reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")
 PIPELINE_SEED = 20240607

@@ -22,20 +22,20 @@ import numpy as np
 import orjson
 import pytest
 
-from cudagen_data import warp_env
+from cudagen_data import warp_boundary
 from cudagen_data.gpu import GpuUnavailable, format_gpu_report, gpu_validate
 from cudagen_data.gpu.report import GpuReport, RowVerdict
 from cudagen_data.gpu.tolerance import check_array
 from cudagen_data.gpu.twin import NativeFloat64, TwinUnavailable, twin_source, twin_spec
 from cudagen_data.gpu.worker import grad_key, prepare, reference_stage
 from cudagen_data.spec import ArgSpec
-from cudagen_data.validate.rows import recorded_run
+from cudagen_data.dataset.verify import recorded_run
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _has_cuda() -> bool:
-    return warp_env.warp().get_cuda_device_count() > 0
+    return warp_boundary.warp().get_cuda_device_count() > 0
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -154,7 +154,7 @@ def test_twin_tolerance_covers_the_h100_float32_differences(category, index, arr
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.work import run_batch
 
-    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row
+    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row.to_dict()  # as read back from a file
     ref = reference_stage([prepare(0, row)])[0]
     assert ref.twin == "ok", ref.twin
     recorded = np.asarray(recorded_run(row)[1][array])

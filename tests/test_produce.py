@@ -13,12 +13,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cudagen_data.dataset.schema import strip_timing
-from cudagen_data.dataset.store import SPLITS, DatasetFolder
+from cudagen_data.contracts import SPLITS, TIMING_STATS, CompileInfo, Metadata, Row, RunStats, strip_timing
+from cudagen_data.dataset.store import DatasetFolder
 from cudagen_data.generators import categories
 from cudagen_data.pipeline.config import ProduceConfig, ProduceError
-from cudagen_data.pipeline.producer import TIMING_STATS, _consume, _Dedup, _new_tally, produce
+from cudagen_data.pipeline.producer import consume, produce
 from cudagen_data.pipeline.work import CRASH_ENV, BatchResult, SlotOutcome
+from cudagen_data.stages import DedupStage
 
 CATS = tuple(c for c in ("arithmetic", "math", "reduction", "vector") if c in categories())[:3]
 
@@ -47,30 +48,34 @@ def cli(*args, **kw):
 
 
 def _outcome(slot, cat, py, cu, shape="0" * 16):
-    row = {"python_hash": py, "cuda_hash": cu, "shape_hash": shape, "category": cat, "difficulty": "basic",
-           "kernel_name": f"k{slot}", "python_source": "", "metadata": {"forward_lines": 3, "backward_lines": 5, "index": slot}}
+    row = Row(id=py, kernel_name=f"k{slot}", category=cat, python_source="", cuda_forward="", cuda_backward="",
+              metadata=Metadata("cuda", True, 3, 5, 0.0, 0, 0, slot), difficulty="basic", features=[], device_functions="",
+              preamble_hash="", arg_specs="[]", launch_dim=[1], block_dim=None, test_vectors="", python_hash=py,
+              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(86, "ok", 0.0), warp_version="", generator_version="")
     return SlotOutcome(slot, cat, row=row)
 
 
 def test_dedup_keeps_the_earlier_slot_and_counts_both_hashes():
     config = ProduceConfig(count=10, categories=("a",))
-    tally = _new_tally(config)
-    dedup = _Dedup()
+    stats = RunStats.new(config.categories, SPLITS)
+    dedup = DedupStage(stats.stages["dedup"])
     result = BatchResult(0, [_outcome(0, "a", "p1", "c1"), _outcome(1, "a", "p1", "c2"), _outcome(2, "a", "p2", "c1"), _outcome(3, "a", "p3", "c3")])
-    rows, rejects = _consume(config, result, tally, dedup, lambda c: False)
-    kept = [r["kernel_name"] for rs in rows.values() for r in rs]
+    rows, rejects = consume(config, result, stats, dedup, lambda c: False)
+    kept = [r.kernel_name for rs in rows.values() for r in rs]
     assert sorted(kept) == ["k0", "k3"]
-    assert [r["reason"] for r in rejects] == ["duplicate_python", "duplicate_cuda"]
-    assert tally["duplicates"] == {"python": 1, "cuda": 1}
+    assert [r.reason for r in rejects] == ["duplicate_python", "duplicate_cuda"]
+    assert stats.to_stats_json(fast=False)["duplicates_by_hash"] == {"python": 1, "cuda": 1}
+    assert stats.stages["dedup"].to_json() == {"in": 4, "kept": 2, "rejected": {"duplicate_cuda": 1, "duplicate_python": 1}}
 
 
 def test_slots_of_full_categories_are_not_counted():
     config = ProduceConfig(count=2, categories=("a", "b"))
-    tally = _new_tally(config)
+    stats = RunStats.new(config.categories, SPLITS)
     result = BatchResult(0, [_outcome(0, "a", "p0", "c0"), _outcome(1, "b", "p1", "c1"), _outcome(2, "a", "p2", "c2")])
-    full = lambda c: tally["accepted"][c] >= config.quota(c)  # noqa: E731
-    _consume(config, result, tally, _Dedup(), full)
-    assert tally["accepted"] == {"a": 1, "b": 1} and tally["slots"] == {"a": 1, "b": 1}
+    full = lambda c: stats.accepted[c] >= config.quota(c)  # noqa: E731
+    consume(config, result, stats, DedupStage(stats.stages["dedup"]), full)
+    assert stats.accepted == {"a": 1, "b": 1} and stats.slots == {"a": 1, "b": 1}
+    assert stats.stages["generate"].entered == 2
 
 
 def test_quota_balances_within_one():
@@ -185,7 +190,7 @@ def test_a_broken_pool_is_reported_through_the_future_not_by_submit():
     the pool broke must not raise (CI once lost a run to exactly that race)."""
     from concurrent.futures.process import BrokenProcessPool
 
-    from cudagen_data.pipeline.executor import ProcessExecutor
+    from cudagen_data.pipeline.pool import ProcessExecutor
 
     executor = ProcessExecutor(1)
     try:
@@ -304,3 +309,14 @@ def test_stats_command(full_run):
     res = cli("stats", str(out / "nope"))
     assert res.returncode == 1 and "not found" in res.stderr
     DatasetFolder(out)  # folder object is cheap and side-effect free
+
+
+def test_refuses_a_run_state_without_stage_counters(tmp_path):
+    from cudagen_data.dataset.store import RunState
+    from cudagen_data.pipeline.config import fingerprint
+
+    config = ProduceConfig(count=3, categories=CATS, fast=True)
+    old_tally = {"accepted": {c: 0 for c in CATS}, "rejects": {}, "duplicates": {"python": 0, "cuda": 0}}  # before issue #15
+    DatasetFolder(tmp_path).start(RunState(fingerprint=fingerprint(config).decode(), tally=old_tally))
+    with pytest.raises(ProduceError, match="older cudagen-data"):
+        produce(config, tmp_path, progress=False)

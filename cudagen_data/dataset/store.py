@@ -22,9 +22,9 @@ from pathlib import Path
 
 import orjson
 
-from .schema import ROW_SCHEMA
+from ..contracts.manifest import SPLITS
+from ..contracts.row import ROW_SCHEMA
 
-SPLITS = ("train", "validation", "test")
 STATE_DIR = ".cudagen"
 STATE_FILE = f"{STATE_DIR}/state.json"
 REJECTS_FILE = "rejects.jsonl"
@@ -51,7 +51,7 @@ class RunState:
     fingerprint: str
     next_batch: int = 0
     sizes: dict[str, int] = field(default_factory=lambda: {p: 0 for p in APPEND_FILES})
-    tally: dict = field(default_factory=dict)  # the producer's running counts (plain JSON)
+    tally: dict = field(default_factory=dict)  # the run's counts: contracts.RunStats.to_json()
     preambles: dict[str, str] = field(default_factory=dict)
     complete: bool = False
 
@@ -110,8 +110,8 @@ class DatasetFolder:
     def save_state(self, state: RunState) -> None:
         _atomic_write(self.path(STATE_FILE), state.to_json())
 
-    def commit(self, state: RunState, rows_by_split: dict[str, list[dict]], rejects: list[dict]) -> None:
-        """Append one batch and record it as committed (see the module docstring)."""
+    def commit(self, state: RunState, rows_by_split: dict[str, list], rejects: list) -> None:
+        """Append one batch (rows and rejects: contracts or dicts) and record it as committed."""
         chunks = {jsonl_path(s): rows for s, rows in rows_by_split.items()}
         chunks[REJECTS_FILE] = rejects
         for rel, records in chunks.items():
@@ -143,14 +143,14 @@ class DatasetFolder:
 
     # ---------------------------------------------------------------- finishing
 
-    def write_parquet(self, split: str) -> list[tuple[str, int]]:
+    def write_parquet(self, split: str, shard_rows: int = SHARD_ROWS) -> list[tuple[str, int]]:
         """Write ``split``'s JSONL as Parquet shards; returns [(relative path, rows)]."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         source = self.path(jsonl_path(split))
         total = sum(1 for _ in open(source, "rb")) if source.exists() else 0
-        n_shards = -(-total // SHARD_ROWS)  # an empty split gets no file: loaders reject empty splits
+        n_shards = -(-total // shard_rows)  # an empty split gets no file: loaders reject empty splits
         data_dir = self.path("data")
         data_dir.mkdir(exist_ok=True)
         for old in data_dir.glob(f"{split}-*.parquet"):
@@ -162,8 +162,8 @@ class DatasetFolder:
             tmp = self.path(rel + ".tmp")
             count = 0
             with pq.ParquetWriter(tmp, ROW_SCHEMA, compression="zstd") as writer:
-                while count < SHARD_ROWS:
-                    chunk = [r for _, r in zip(range(min(ROW_GROUP_ROWS, SHARD_ROWS - count)), rows)]
+                while count < shard_rows:
+                    chunk = [r for _, r in zip(range(min(ROW_GROUP_ROWS, shard_rows - count)), rows)]
                     if not chunk:
                         break
                     writer.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)

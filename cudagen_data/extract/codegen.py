@@ -1,10 +1,8 @@
 """Python source -> the CUDA C++ that Warp emits for each of its kernels.
 
-Each kernel is generated in a module of its own (a hasher over that one kernel), so a
-kernel's CUDA never depends on what else the file defines.  The generated module text is
-split into the parts a dataset row keeps: the preamble (Warp's header, constant for a
-Warp version and block size), the device functions and structs the kernel uses, and the
-forward and backward ``__global__`` functions.
+The Warp side (generating one kernel alone, splitting the module text) is
+:func:`cudagen_data.warp_boundary.emit_cuda`; this module turns a source into kernels
+and reports what went wrong with the rest.
 """
 
 from __future__ import annotations
@@ -12,7 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import warp_env
+import xxhash
+
+from .. import warp_boundary
 
 DEFAULT_ARCH = 86  # Ampere PTX: NVRTC-valid, and loadable by the driver on every newer GPU
 DEFAULT_BLOCK_DIM = 256
@@ -36,6 +36,19 @@ class ExtractedKernel:
     def translation_unit(self) -> str:
         """Preamble + device functions + forward + backward: a module NVRTC compiles."""
         return "\n".join((self.preamble, self.device_functions, self.forward, self.backward))
+
+    @property
+    def cuda_hash(self) -> str:
+        """The hash rows carry as ``cuda_hash`` (dedup on CUDA text)."""
+        return xxhash.xxh3_64_hexdigest((self.forward + self.backward).encode())
+
+    @property
+    def forward_lines(self) -> int:
+        return self.forward.count("\n")
+
+    @property
+    def backward_lines(self) -> int:
+        return self.backward.count("\n")
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,7 @@ def extract_source(
     """
     report = ExtractReport()
     try:
-        with warp_env.loaded_source(source) as loaded:
+        with warp_boundary.loaded_source(source) as loaded:
             report.errors.extend(KernelError(e.line, None, e.message) for e in loaded.errors)
             for kernel in loaded.kernels():
                 try:
@@ -87,30 +100,15 @@ def extract_kernels(source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: in
 
 def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH) -> ExtractedKernel:
     """Generate CUDA for one Warp kernel object, alone in its own module."""
-    wp = warp_env.warp()
-    from warp._src import codegen
-    from warp._src.context import ModuleBuilder, ModuleHasher
-
-    # Resolved exactly as Module.load resolves them, so the text is what Warp compiles when
-    # the kernel is launched (in 1.19: the grid-stride launch form, WP_NO_BFLOAT16 ...).
-    options = kernel.module.resolve_options(wp.config, block_dim) | {"output_arch": arch}
-    builder = ModuleBuilder(kernel.module, options, ModuleHasher([kernel], options), target="cuda")
-    text = builder.codegen("cuda")
-
-    header_end = text.index(codegen.codegen_cast_macros) + len(codegen.codegen_cast_macros)
-    preamble, body = text[:header_end], text[header_end:]
-    forward_start = _line_start(body, body.index(codegen.cuda_kernel_forward_name(kernel) + "("))
-    backward_name = codegen.cuda_kernel_backward_name(kernel) + "("
-    backward_at = body.find(backward_name, forward_start)
-    backward_start = _line_start(body, backward_at) if backward_at >= 0 else len(body)
+    emitted = warp_boundary.emit_cuda(kernel, block_dim=block_dim, arch=arch)
     return ExtractedKernel(
         name=kernel.key,
-        mangled_name=kernel.get_mangled_name(),
+        mangled_name=emitted.mangled_name,
         line=_def_line(kernel),
-        preamble=preamble,
-        device_functions=_trim(body[:forward_start]),
-        forward=_trim(body[forward_start:backward_start]),
-        backward=_trim(body[backward_start:]),
+        preamble=emitted.preamble,
+        device_functions=emitted.device_functions,
+        forward=emitted.forward,
+        backward=emitted.backward,
         block_dim=block_dim,
     )
 
@@ -118,15 +116,6 @@ def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEF
 def _def_line(kernel) -> int:
     """The line of the kernel's ``def`` (Warp's fun_lineno is the decorator's)."""
     return int(getattr(kernel.adj, "fun_def_lineno", None) or getattr(kernel.adj, "fun_lineno", 0) or 0)
-
-
-def _line_start(text: str, pos: int) -> int:
-    return text.rfind("\n", 0, pos) + 1
-
-
-def _trim(part: str) -> str:
-    part = part.strip("\n")
-    return part + "\n" if part else ""
 
 
 def _kernel_error(kernel, exc: BaseException, filename: str) -> KernelError:

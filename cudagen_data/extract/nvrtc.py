@@ -10,13 +10,12 @@ kernel never depends on its neighbours.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import warp_env
+from .. import warp_boundary
+from ..bisect import bisect_failures
 from .codegen import DEFAULT_ARCH, ExtractedKernel
 
 DEFAULT_OPT_LEVEL = 3  # Warp's own default for CUDA modules
@@ -32,33 +31,7 @@ class CompileResult:
 
 def nvrtc_compile(cuda_source: str, *, arch: int = DEFAULT_ARCH, opt_level: int = DEFAULT_OPT_LEVEL) -> tuple[bool, str]:
     """Compile one translation unit to PTX; returns (ok, compiler log)."""
-    wp = warp_env.warp()
-    from warp._src import build
-
-    runtime = wp._src.context.runtime
-    if arch not in runtime.nvrtc_supported_archs:
-        supported = ", ".join(str(a) for a in sorted(runtime.nvrtc_supported_archs))
-        raise ValueError(f"arch {arch} is not supported by Warp's NVRTC (supported: {supported})")
-    include_dir = os.path.join(build.warp_home, "native").encode()
-    no_link = (ctypes.c_char_p * 0)(), (ctypes.c_size_t * 0)(), (ctypes.c_int * 0)()
-    with warp_env.captured_stderr() as log:
-        err = runtime.core.wp_cuda_compile_program(
-            cuda_source.encode(), b"cudagen.cu", arch, b"", include_dir, 0, None,
-            False, opt_level, False, False, False, True, False, False, False,
-            os.devnull.encode(),  # PTX is not kept: the check is whether it compiles
-            None, 0, *no_link,
-        )  # fmt: skip
-    return err == 0, _clean_log(log[0])
-
-
-def _clean_log(text: str) -> str:
-    # Warp's own summary line carries a path on NVIDIA's build machine: keep the error name only.
-    lines = []
-    for line in text.splitlines():
-        if line.startswith("Warp NVRTC compilation error"):
-            line = line.split(" (", 1)[0]
-        lines.append(line)
-    return "\n".join(lines).strip()
+    return warp_boundary.nvrtc_compile(cuda_source, warp_boundary.NvrtcOptions(arch=arch, optimization_level=opt_level))
 
 
 def batch_translation_unit(kernels: Sequence[ExtractedKernel]) -> str:
@@ -82,23 +55,20 @@ def compile_units(
     for indices in unique.values():
         groups.setdefault(kernels[indices[0]].preamble, []).append(indices[0])
 
-    def solve(idx: list[int]) -> None:
+    def attempt(idx: Sequence[int]) -> list[CompileResult] | None:
         t0 = time.perf_counter()
         if len(idx) == 1:
             ok, log = nvrtc_compile(kernels[idx[0]].translation_unit(), arch=arch, opt_level=opt_level)
         else:
             ok, log = nvrtc_compile(batch_translation_unit([kernels[i] for i in idx]), arch=arch, opt_level=opt_level)
+        if not ok and len(idx) > 1:
+            return None  # bisect: only the kernels that fail alone are rejected
         ms = (time.perf_counter() - t0) * 1000.0 / len(idx)
-        if ok or len(idx) == 1:
-            for i in idx:
-                results[i] = CompileResult(ok, "" if ok else log, ms, arch)
-            return
-        half = len(idx) // 2
-        solve(idx[:half])
-        solve(idx[half:])
+        return [CompileResult(ok, "" if ok else log, ms, arch) for _ in idx]
 
     for idx in groups.values():
-        solve(idx)
+        for i, result in zip(idx, bisect_failures(idx, attempt)):
+            results[i] = result
     for indices in unique.values():
         for i in indices[1:]:
             results[i] = results[indices[0]]

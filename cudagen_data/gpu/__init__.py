@@ -15,6 +15,6 @@ rewrite), cuda_text (byte-for-byte CUDA checks), report, command.
 
 from .command import run_gpu_validation
 from .report import GpuReport, RowVerdict, format_gpu_report
-from .validate import GpuUnavailable, gpu_validate
+from .recheck import GpuUnavailable, gpu_validate
 
 __all__ = ["GpuReport", "GpuUnavailable", "RowVerdict", "format_gpu_report", "gpu_validate", "run_gpu_validation"]

@@ -24,7 +24,7 @@ def run_gpu_validation(
     from ..dataset.store import DatasetError
     from .pool import PoolError
     from .report import format_gpu_report
-    from .validate import GpuUnavailable, gpu_validate
+    from .recheck import GpuUnavailable, gpu_validate
 
     try:
         report = gpu_validate(path, limit=limit, device=device, jobs=jobs, report_path=report_path, progress=progress)

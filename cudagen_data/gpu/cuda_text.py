@@ -16,11 +16,9 @@ A difference is *drift* when the installed Warp is not the version that made the
 
 from __future__ import annotations
 
-import os
-
 import xxhash
 
-from .. import warp_env
+from .. import warp_boundary
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
 
 PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
@@ -43,21 +41,11 @@ def regenerate(row: dict) -> list[str]:
     return differs
 
 
-def compiled_source_path(module, block_dim: int) -> str:
-    """Where Warp's kernel cache keeps the source it compiled for this module variant."""
-    wp = warp_env.warp()
-    ident = module.get_module_identifier(block_dim)
-    return os.path.join(wp.config.kernel_cache_dir, ident, ident + ".cu")
-
-
 def compiled_matches(text: str, row: dict) -> list[str]:
     """The recorded parts missing from a compiled translation unit ([] if all are there)."""
-    warp_env.warp()
-    from warp._src import codegen
-
     missing = []
-    end = text.find(codegen.codegen_cast_macros)
-    if end < 0 or _hash(text[: end + len(codegen.codegen_cast_macros)]) != row["preamble_hash"]:
+    end = warp_boundary.preamble_length(text)
+    if end < 0 or _hash(text[:end]) != row["preamble_hash"]:
         missing.append("preamble")
     for name, column in PARTS:
         if row[column] and row[column] not in text:

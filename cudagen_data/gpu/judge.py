@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validate.rows import recorded_run
+from ..dataset.verify import recorded_run
 from .report import RowVerdict
 from .tolerance import check_array
 from .worker import DeviceOutcome, ReferenceOutcome, grad_key

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
+from ..bisect import halves
+
 Item = tuple[int, dict]  # (position, slim row)
 STAGES = ("device", "reference")
 EXIT_CONTEXT_LOST = 3
@@ -47,10 +49,10 @@ OnCrash = Callable[[list[Item], str, str], None]  # (items, stage, why): the sta
 
 def _worker_main(conn, device: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    from .. import warp_env
+    from .. import warp_boundary
     from .worker import CONTEXT_LOST, process_chunk
 
-    warp_env.warp()
+    warp_boundary.warp()
     conn.send(("ready", None))
     while True:
         job = conn.recv()
@@ -180,10 +182,10 @@ def _redo(left: list[Item], stages: tuple[str, ...], exitcode: int | None, queue
         queue.appendleft(Chunk(left, stages))
     elif len(left) == 1:  # found it (a row that failed on the device needs no CPU reference)
         on_crash(left, stages[0], _exit_reason(exitcode))
-    else:  # halve until the crashing row stands alone
-        half = len(left) // 2
-        queue.appendleft(Chunk(left[half:], stages))
-        queue.appendleft(Chunk(left[:half], stages))
+    else:  # halve until the crashing row stands alone (queued, not recursive: workers run them)
+        first, second = halves(left)
+        queue.appendleft(Chunk(second, stages))
+        queue.appendleft(Chunk(first, stages))
 
 
 def _exit_reason(code: int | None) -> str:

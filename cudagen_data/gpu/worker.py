@@ -10,7 +10,7 @@
 
 The device stage comes first and is sent back on its own, so a crash in the CPU
 stage (a native crash takes the whole process) costs only the tolerance estimate.
-Judging happens in the parent (validate.py); this module only measures.
+Judging happens in the parent (recheck.py); this module only measures.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .. import warp_env
+from .. import warp_boundary
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
 from ..spec import KernelSpec
-from ..validate.execute import execute_specs, run_kernel
-from ..validate.rows import recorded_run, row_to_spec
+from ..execution import execute_specs, run_kernel
+from ..dataset.verify import recorded_run, row_to_spec
 from . import cuda_text
 from .twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 
@@ -120,14 +120,14 @@ def process_chunk(rows: list[tuple[int, dict]], device: str, stages=("device", "
             yield "reference", reference_stage(items)
         except Exception as exc:  # noqa: BLE001 - lose the tolerance estimate, not the run
             yield "reference", [ReferenceOutcome(item.pos, twin=f"CPU reference stage failed: {_first_line(exc)}") for item in items]
-    warp_env.clear_private_cache()  # every module here was built for one use: keep the disk flat
+    warp_boundary.clear_private_cache()  # every module here was built for one use: keep the disk flat
 
 
 def context_usable(device: str) -> bool:
     """False after a sticky CUDA error (e.g. an illegal memory access)."""
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     try:
-        with warp_env.quiet_stderr():
+        with warp_boundary.quiet_stderr():
             wp.synchronize_device(device)
         return True
     except RuntimeError:
@@ -146,7 +146,7 @@ def _safely(stage, item: _Prepared, device: str) -> DeviceOutcome:
 
 
 def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     row, out = item.row, DeviceOutcome(item.pos)
     t0 = time.perf_counter()
     out.regen_differs = cuda_text.regenerate(row)
@@ -159,7 +159,7 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
     spec = item.spec
     block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
     arch = int(row["compile"]["arch"])
-    with warp_env.loaded_source(row["python_source"]) as loaded:
+    with warp_boundary.loaded_source(row["python_source"]) as loaded:
         kernel = getattr(loaded.module, spec.kernel_name, None)
         if not isinstance(kernel, wp.Kernel):
             why = loaded.errors[0].message if loaded.errors else f"no kernel named {spec.kernel_name!r}"
@@ -187,7 +187,7 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)
         finally:
             out.seconds["run"] = time.perf_counter() - t2
-            warp_env.release_module(module)
+            warp_boundary.release_module(module)
     out.outputs, out.input_grads = run.outputs, run.input_grads
     if not run.ok:
         out.error = ("gpu_run", f"{run.reason}: {run.detail}")
@@ -203,33 +203,24 @@ def _build_cuda(module, device: str, block_dim: int, arch: int) -> tuple[str, st
     Where Warp must emit CUBIN (a driver older than Warp's toolkit), it targets the
     GPU's own arch; the compiled-text check then shows whether the text still matches.
     """
-    wp = warp_env.warp()
-    dev = wp.get_device(device)
-    saved = wp.config.ptx_target_arch
-    wp.config.ptx_target_arch = arch
-    try:
-        _guarded(lambda: module.load(dev, block_dim=block_dim))
-        build = f"{dev.get_cuda_output_format()} sm_{dev.get_cuda_compile_arch()}"
-    finally:
-        wp.config.ptx_target_arch = saved
-    source = Path(cuda_text.compiled_source_path(module, block_dim))
+    build = _guarded(lambda: warp_boundary.load_module_on_gpu(module, device, block_dim=block_dim, ptx_arch=arch))
+    source = Path(warp_boundary.compiled_source_path(module, block_dim))
     return build, (source.read_text(encoding="utf-8") if source.exists() else None)
 
 
 def _compile_only(module, arch: int) -> tuple[str, str]:
     """Dry run without a GPU: compile the module's CUDA to PTX the way a GPU load would."""
     with tempfile.TemporaryDirectory(prefix="cudagen-gpu-") as tmp:
-        _guarded(lambda: module._compile(None, tmp, f"module.sm{arch}.ptx", arch, use_ptx=True))
-        source = next(Path(tmp).glob("*.cu"))
-        return f"ptx sm_{arch} (compile only)", source.read_text(encoding="utf-8")
+        return f"ptx sm_{arch} (compile only)", _guarded(lambda: warp_boundary.compile_module_to_ptx(module, arch, tmp))
 
 
-def _guarded(build) -> None:
-    """Run a build step; on failure raise BuildFailed with the error and the compiler's first error line."""
+def _guarded(build):
+    """Run a build step (returns what it returns); on failure raise BuildFailed with the
+    error and the compiler's first error line."""
     error = None
-    with warp_env.captured_stderr() as log:  # NVRTC writes its log to fd 2
+    with warp_boundary.captured_stderr() as log:  # NVRTC writes its log to fd 2
         try:
-            build()
+            return build()
         except Exception as exc:  # noqa: BLE001 - NVRTC / driver errors come in many types
             error = exc
     if error is not None:
@@ -287,9 +278,9 @@ def _grad_keys(grads: dict) -> dict:
 
 def _checked_twin(spec: KernelSpec) -> KernelSpec:
     """The twin, if Warp can generate it (a codegen error would break the shared CPU build)."""
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     twin = twin_spec(spec)
-    with warp_env.loaded_source(twin.python_source) as loaded:
+    with warp_boundary.loaded_source(twin.python_source) as loaded:
         kernel = getattr(loaded.module, spec.kernel_name, None)
         if not isinstance(kernel, wp.Kernel):
             why = loaded.errors[0].message if loaded.errors else "kernel missing"

@@ -19,9 +19,11 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 import yaml
 
+from cudagen_data.contracts import row as row_contract
+from cudagen_data.contracts import test_vectors as test_vectors_contract
+from cudagen_data.contracts.manifest import SPLITS
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.export import CHAT_EXAMPLE_NOTE, SYSTEM_PROMPT, USER_TEMPLATE
-from cudagen_data.publish.splits import SPLITS
 
 LICENSE = "apache-2.0"
 PRETTY_NAME = "cudagen-data: NVIDIA Warp kernels paired with the CUDA Warp generates"
@@ -43,75 +45,11 @@ _SIZE_BUCKETS = [
     (1_000_000_000_000, "100B<n<1T"),
 ]
 
-# What each column means.  Keep in step with cudagen_data/dataset/schema.py (a test checks
-# that every ROW_SCHEMA column and struct field is described here).
-COLUMN_DOCS = {
-    "id": "Stable row id, derived from the canonical Python hash: the same kernel gets the same id in every run.",
-    "kernel_name": "Name of the `@wp.kernel` function.",
-    "category": "Generator category the kernel came from.",
-    "python_source": "The complete Python module: `import warp as wp`, any `@wp.func` / `@wp.struct` it uses, "
-    "and the `@wp.kernel`. It runs as is.",
-    "cuda_forward": "The forward `extern \"C\" __global__` function, exactly as Warp emitted it.",
-    "cuda_backward": "The backward (adjoint, reverse-mode) `__global__` function Warp emitted; empty only where "
-    "Warp emits none.",
-    "metadata": "Struct, fields below.",
-    "difficulty": "Curriculum tier derived from the kernel's structure: `basic`, `intermediate` or `advanced`.",
-    "features": "Warp builtins and language features the kernel uses (e.g. `wp.atomic_add`, `while`, `wp.func`).",
-    "device_functions": "CUDA of the `@wp.func` device functions the kernel calls (their forward and adjoint "
-    "versions) as Warp emitted them; empty if none.",
-    "preamble_hash": "Key into `manifest.json` → `preambles`: Warp's CUDA preamble for this Warp version. "
-    "preamble + `device_functions` + `cuda_forward` + `cuda_backward` is a translation unit that compiles.",
-    "arg_specs": "JSON list of the kernel's arguments in order: `{\"name\", \"kind\": \"array\"|\"scalar\", "
-    "\"dtype\", \"shape\", \"role\": \"in\"|\"out\"|\"inout\", \"domain\": [lo, hi]}` (inputs are drawn "
-    "from `domain`; `out` arrays start at zero).",
-    "launch_dim": "The `dim` passed to `wp.launch` (or `wp.launch_tiled`).",
-    "block_dim": "Block size of a tile kernel (launched with `wp.launch_tiled`); null for ordinary kernels.",
-    "test_vectors": "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below).",
-    "python_hash": "Hash of the canonical Python source (formatting and comments normalised); exact duplicates "
-    "share it.",
-    "shape_hash": "16-hex-digit hash of the kernel's canonical shape (identifiers and numeric literals folded). "
-    "The split is a function of it, so kernels that differ only in names or constants never straddle two splits.",
-    "cuda_hash": "Hash of the emitted CUDA; used to drop kernels whose CUDA is identical.",
-    "compile": "Struct, fields below.",
-    "warp_version": "Version of `warp-lang` that generated the CUDA.",
-    "generator_version": "Version of the cudagen-data generator that produced the kernel.",
-}
-
-SUBFIELD_DOCS = {
-    "metadata": {
-        "device": "Code-generation target of the CUDA text (`cuda`).",
-        "has_backward": "Whether `cuda_backward` is non-empty.",
-        "forward_lines": "Lines in `cuda_forward`.",
-        "backward_lines": "Lines in `cuda_backward`.",
-        "generation_time_ms": "Wall-clock time spent on this kernel (synthesis, codegen, checks); the only "
-        "field besides `compile.time_ms` that differs between two runs with the same seed.",
-        "seed": "Seed of the batch the kernel was generated in (derived from the root seed and batch index).",
-        "batch": "Index of that batch.",
-        "index": "Position of the kernel in its batch.",
-    },
-    "compile": {
-        "arch": "NVRTC target architecture the CUDA was compiled for (e.g. 86 = `sm_86`).",
-        "status": "Compile result (every published row compiled).",
-        "time_ms": "Wall-clock NVRTC compile time attributed to this kernel.",
-    },
-}
-
-TEST_VECTORS_DOC = """\
-`test_vectors` is a JSON string with keys in a fixed order:
-
-```text
-{"launch_dim": [n, ...], "block_dim": null | int,
- "inputs":       {arg_name: value, ...},   # every argument, in kernel order
- "outputs":      {arg_name: value, ...},   # arrays with role out/inout after the forward launch
- "output_grads": {arg_name: value, ...},   # the seed gradient put on each float output
- "input_grads":  {arg_name: value, ...}}   # gradients of float inputs after tape.backward()
-```
-
-An array value is `{"dtype": "vec3", "shape": [8], "data": [[...], ...]}` (`data` nested
-like `numpy.ndarray.tolist()` of the component array: the shape followed by the dtype's
-component shape); a scalar value is `{"dtype": "float32", "data": 1.5}`. Float32 results
-of chained transcendental functions can differ between CPU and GPU by up to ~1e-2
-relative, so compare against a float64 reference rather than a single fixed tolerance."""
+# What each column means: declared with the Row contract (contracts/row.py), so the card
+# and the code cannot drift.
+COLUMN_DOCS = row_contract.COLUMN_DOCS
+SUBFIELD_DOCS = row_contract.SUBFIELD_DOCS
+TEST_VECTORS_DOC = test_vectors_contract.CARD_DOC
 
 
 def size_category(n: int) -> str:
@@ -129,7 +67,7 @@ def split_num_bytes(folder, split_files: dict[str, list[str]]) -> dict[str, int]
     with the values, and the card must be the same for two runs of one config."""
     import pyarrow.parquet as pq
 
-    from ..dataset.schema import TIMING_FIELDS
+    from ..contracts.row import TIMING_FIELDS
 
     timing = {".".join(f) for f in TIMING_FIELDS}
     out = {}
@@ -391,8 +329,8 @@ Every pair compiles and runs; each row carries recorded test vectors.
 ## How the data was made
 
 1. **Synthesis.** Typed program-synthesis generators write a complete Warp kernel module
-   per row, from a root seed (`{config.get("seed", "?")}`) and a batch index, in these
-   categories: {category_list}.
+   per row from the root seed (`{config.get("seed", "?")}`), the category and a per-category index
+   (`metadata.seed`, `category`, `metadata.index`), in these categories: {category_list}.
 2. **Code generation.** Warp {warp} generates the CUDA for the kernel (`cuda_forward`,
    `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
 3. **Compile check.** NVRTC compiles every kernel for {arch_text}; kernels that fail are

@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import orjson
-import xxhash
 
+from cudagen_data.contracts.manifest import MANIFEST_FILE, FileEntry, Manifest, ManifestError
+from cudagen_data.dataset.store import file_checksum as file_xxh3_128  # the manifest's checksum
 from cudagen_data.publish import PublishError
-from cudagen_data.publish.splits import SPLITS
 
-MANIFEST = "manifest.json"
+MANIFEST = MANIFEST_FILE
 STATS = "stats.json"
 README = "README.md"
-MANIFEST_FORMAT = "cudagen-data"
 
-
-@dataclass(frozen=True)
-class DataFile:
-    """One Parquet shard listed in the manifest."""
-
-    path: str  # relative to the folder, POSIX separators (also its path in the Hub repo)
-    split: str
-    rows: int
-    xxh3_128: str | None
+DataFile = FileEntry  # one Parquet shard listed in the manifest
 
 
 def read_json(folder: Path, name: str) -> dict:
@@ -46,29 +36,17 @@ def read_json(folder: Path, name: str) -> dict:
     return data
 
 
-def load_manifest(folder) -> dict:
+def load_manifest(folder) -> Manifest:
     folder = Path(folder)
-    if not folder.is_dir():
-        raise PublishError(f"{folder.name or folder}: not a directory")
-    manifest = read_json(folder, MANIFEST)
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise PublishError(f"{MANIFEST}: 'format' is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-    if not isinstance(manifest.get("files"), list):
-        raise PublishError(f"{MANIFEST}: 'files' must be a list")
-    return manifest
+    if folder.is_dir() and not (folder / MANIFEST).is_file():
+        raise PublishError(f"{MANIFEST}: missing in the dataset folder")
+    try:
+        return Manifest.read(folder)
+    except ManifestError as exc:
+        raise PublishError(str(exc)) from None
 
 
-def _safe_relpath(path: object) -> str:
-    # Paths in the manifest must stay inside the folder: relative, POSIX, no "..".
-    if not isinstance(path, str) or not path:
-        raise PublishError(f"{MANIFEST}: file entry with invalid path {path!r}")
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts or "\\" in path:
-        raise PublishError(f"{MANIFEST}: file path {path!r} must be relative to the folder")
-    return str(pure)
-
-
-def parquet_files(folder, manifest: dict | None = None) -> list[DataFile]:
+def parquet_files(folder, manifest: Manifest | None = None) -> list[FileEntry]:
     """The Parquet shards named in the manifest, in split order (train, validation,
     test) and, within a split, in path order (= shard order, the names are zero-padded).
 
@@ -76,33 +54,11 @@ def parquet_files(folder, manifest: dict | None = None) -> list[DataFile]:
     """
     folder = Path(folder)
     manifest = load_manifest(folder) if manifest is None else manifest
-    out = []
-    for entry in manifest["files"]:
-        if not isinstance(entry, dict):
-            raise PublishError(f"{MANIFEST}: file entry {entry!r} is not an object")
-        path = _safe_relpath(entry.get("path"))
-        if not path.endswith(".parquet"):
-            continue
-        split = entry.get("split")
-        if split not in SPLITS:
-            raise PublishError(f"{path}: manifest split {split!r} is not one of {SPLITS}")
-        rows = entry.get("rows")
-        if not isinstance(rows, int) or rows < 0:
-            raise PublishError(f"{path}: manifest row count {rows!r} is not a count")
-        if not (folder / path).is_file():
-            raise PublishError(f"{path}: listed in {MANIFEST} but missing from the folder")
-        out.append(DataFile(path, split, rows, entry.get("xxh3_128")))
-    out.sort(key=lambda f: (SPLITS.index(f.split), f.path))
-    return out
-
-
-def file_xxh3_128(path: Path) -> str:
-    """xxh3-128 hex digest of a file's bytes (the manifest's checksum convention)."""
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+    shards = manifest.parquet_files()
+    for shard in shards:
+        if not (folder / shard.path).is_file():
+            raise PublishError(f"{shard.path}: listed in {MANIFEST} but missing from the folder")
+    return shards
 
 
 def verify_data_file(folder: Path, data_file: DataFile, checksum: bool = True) -> None:

@@ -19,7 +19,8 @@ from functools import lru_cache
 
 import xxhash
 
-SPLITS = ("train", "validation", "test")
+from ..contracts.manifest import SPLITS
+
 DEFAULT_RATIOS = (0.98, 0.01, 0.01)
 
 _SALT = b"cudagen-data/split/v1:"

@@ -22,11 +22,11 @@ JOBS = min(8, os.cpu_count() or 1)
 
 @pytest.fixture(scope="session")
 def cuda_device() -> str:
-    from cudagen_data import warp_env
+    from cudagen_data import warp_boundary
 
     if os.environ.get("CUDAGEN_GPU_DRY_RUN") == "1":
         return "cpu"
-    if warp_env.warp().get_cuda_device_count() == 0:
+    if warp_boundary.warp().get_cuda_device_count() == 0:
         pytest.skip("no CUDA device: Warp found no CUDA driver/GPU on this machine (see GPU_TESTING.md)")
     return "cuda:0"
 

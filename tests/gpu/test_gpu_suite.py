@@ -10,7 +10,7 @@ from conftest import JOBS
 
 from cudagen_data.gpu import format_gpu_report, gpu_validate
 from cudagen_data.gpu.cuda_text import regenerate
-from cudagen_data.gpu.validate import dataset_rows
+from cudagen_data.gpu.recheck import dataset_rows
 
 pytestmark = pytest.mark.gpu
 

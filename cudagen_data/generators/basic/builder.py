@@ -241,7 +241,7 @@ class KernelBuilder:
         """Sample values with the thread dimension materialized."""
         return np.broadcast_to(vals, (self.n_samples,) + vals.shape[1:]).copy()
 
-    def _var_expr(self, name: str, e: Expr) -> Expr:
+    def var_expr(self, name: str, e: Expr) -> Expr:
         return Expr(name, e.type, e.iv, PREC_ATOM, size=1, min_norm=e.min_norm,
                     unit=e.unit, det_lo=e.det_lo, vals=e.vals)
 
@@ -257,7 +257,7 @@ class KernelBuilder:
         elif e.literal and not e.type.is_scalar and not text.startswith("wp."):
             text = f"{e.type.ctor}({e.text})"
         self.emit(f"{name} = {text}")
-        v = self._var_expr(name, e)
+        v = self.var_expr(name, e)
         self.vars[name] = Var(name, v, len(self.loops), self.block_depth)
         return v
 
@@ -313,7 +313,7 @@ class KernelBuilder:
             new = old.with_(iv=iv, vals=vals, unit=False, min_norm=0.0, det_lo=0.0)
         else:
             new = result
-        var.expr = self._var_expr(name, new)
+        var.expr = self.var_expr(name, new)
         var.uses = 0  # the new value has not been read yet
 
     def _record_loop_update(self, name: str, op: str, e: Expr, decay: float) -> None:
@@ -402,7 +402,7 @@ class KernelBuilder:
                 min_norm=min(e.min_norm for e in es),
                 det_lo=min(e.det_lo for e in es),
             )
-            self.vars[name].expr = self._var_expr(name, merged)
+            self.vars[name].expr = self.var_expr(name, merged)
             if any(e is not before for e in es):
                 self.vars[name].uses = min(self.vars[name].uses, 0)
 
@@ -463,7 +463,7 @@ class KernelBuilder:
                 iv = Interval(-bound, bound)
                 ck = nm.expand(c**trips, cvals.ndim - 1)
                 vals = old.vals * ck + cvals * (1.0 - ck) / (1.0 - c)
-            var.expr = self._var_expr(name, old.with_(iv=iv, vals=self.full(vals), unit=False, min_norm=0.0, det_lo=0.0))
+            var.expr = self.var_expr(name, old.with_(iv=iv, vals=self.full(vals), unit=False, min_norm=0.0, det_lo=0.0))
             var.uses = 0
         depth = len(self.loops)
         for name in [n for n, d in self.locked.items() if d > depth]:

@@ -74,7 +74,7 @@ def _collatz(f: Frame) -> None:
     kb.end_loop(has_loop_var=False)
     for var, vals, hi in ((n, nv, peak), (steps, sv, kmax)):
         v = kb.vars[var.text]
-        v.expr = kb._var_expr(var.text, v.expr.with_(iv=Interval(0, hi), vals=vals.astype(float)))
+        v.expr = kb.var_expr(var.text, v.expr.with_(iv=Interval(0, hi), vals=vals.astype(float)))
         v.uses = 0
 
 
@@ -100,7 +100,7 @@ def _newton_sqrt(f: Frame) -> None:
     kb.end_loop(has_loop_var=False)
     lo = min(s.iv.lo, math.sqrt(s.iv.lo))
     v = kb.vars[x.text]
-    v.expr = kb._var_expr(x.text, v.expr.with_(iv=Interval(lo, max(x.iv.hi, 1.0)), vals=xs))
+    v.expr = kb.var_expr(x.text, v.expr.with_(iv=Interval(lo, max(x.iv.hi, 1.0)), vals=xs))
     v.uses = 0
 
 
@@ -114,7 +114,7 @@ def _piecewise(f: Frame) -> None:
     if len(qs) < 2:
         return
     y = kb.declare("local", const(F32, 0.0), mutable=True)
-    conds = [ops.compare("<", x, const(F32, q)) for q in qs]
+    conds = [ops.comparison("<", x, const(F32, q)) for q in qs]
     if any(c is None or not c.varying for c in conds):
         return
     kb.begin_if(conds[0])
@@ -152,7 +152,7 @@ def _search(f: Frame) -> None:
     kb.emit("    break")
     kb.end_loop(has_loop_var=False)
     v = kb.vars[found.text]
-    v.expr = kb._var_expr(found.text, v.expr.with_(iv=Interval(0, k), vals=hits))
+    v.expr = kb.var_expr(found.text, v.expr.with_(iv=Interval(0, k), vals=hits))
     v.uses = 0
 
 
@@ -181,7 +181,7 @@ def _stencil(f: Frame) -> None:
     kb.end_loop(has_loop_var=False)
     kb.end_loop(has_loop_var=False)
     v = kb.vars[acc.text]
-    v.expr = kb._var_expr(acc.text, v.expr.with_(iv=a.interval.scale(9.0).union(Interval.point(0.0)), vals=total))
+    v.expr = kb.var_expr(acc.text, v.expr.with_(iv=a.interval.scale(9.0).union(Interval.point(0.0)), vals=total))
     v.uses = 0
 
 

@@ -26,23 +26,10 @@ from . import ops
 from .builder import KernelBuilder
 from .expr import Expr, const
 from .interval import Interval
+from .productions import PRODUCTIONS
 from .wtypes import I32, WType
 
 Production = Callable[["ExprGen", WType, int], "Expr | None"]
-
-
-def nice_float(rng: np.random.Generator, lo: float, hi: float) -> float:
-    """A short literal in [lo, hi] (``0.25``, ``1.5``, ``0.37``...), never 0."""
-    if not hi > lo:
-        return float(lo) if lo != 0.0 else 0.5
-    for _ in range(8):
-        x = rng.uniform(lo, hi)
-        digits = int(rng.choice([1, 1, 2, 2, 2, 3]))
-        v = float(f"{x:.{digits}g}")
-        if lo <= v <= hi and v != 0.0:
-            return v
-    v = float(f"{(lo + hi) / 2:.4g}")
-    return v if v != 0.0 else float(hi if hi != 0.0 else lo)
 
 
 def _round_up(x: float) -> float:
@@ -66,17 +53,8 @@ def _round_down(x: float) -> float:
     return float(f"{x:.2g}")
 
 
-def spread(e: Expr) -> float:
-    """How much the value varies over the sample threads."""
-    if e.vals is None or e.vals.shape[0] <= 1:
-        return 0.0
-    return nm.stable(np.max(np.ptp(e.vals.reshape(e.vals.shape[0], -1), axis=0)))
-
-
 class ExprGen:
     def __init__(self, kb: KernelBuilder, weights: dict[str, float], literal_weight: float = 0.6):
-        from .productions import PRODUCTIONS  # the table imports this module's helpers
-
         self.kb = kb
         self.rng = kb.rng
         self.weights = weights
@@ -116,7 +94,7 @@ class ExprGen:
             if signed and not comp.is_unsigned and self.chance(0.3):
                 v = -v
             return const(t, v)
-        v = nice_float(self.rng, lo, hi)
+        v = nm.nice_float(self.rng, lo, hi)
         if signed and self.chance(0.35):
             v = -v
         return const(t, v)
@@ -275,7 +253,7 @@ class ExprGen:
         b = nm.quantile(vals, 0.7)
         if b <= a:
             a, b = lo, hi
-        v = nice_float(self.rng, a, b)
+        v = nm.nice_float(self.rng, a, b)
         if not lo < v < hi:
             v = (a + b) / 2.0
         return const(e.type, v)
@@ -294,19 +272,19 @@ class ExprGen:
         if e.type.is_int and self.chance(0.35) and e.iv.lo >= 0:
             m = int(self.pick([2, 2, 3, 4]))
             r = ops.int_div("%", e, const(e.type, m))
-            c = ops.compare(self.pick(["==", "!="]), r, const(e.type, int(self.rng.integers(m)))) if r else None
+            c = ops.comparison(self.pick(["==", "!="]), r, const(e.type, int(self.rng.integers(m)))) if r else None
             if c is not None and c.varying:
                 return c
         op = self.pick(["<", "<=", ">", ">="])
         other = self.threshold(e) if self.chance(0.75) else self.leaf(t)
-        c = ops.compare(op, e, other)
+        c = ops.comparison(op, e, other)
         if c is None or not c.varying:
-            c = ops.compare(op, e, self.threshold(e)) or c
+            c = ops.comparison(op, e, self.threshold(e)) or c
         if (c is None or not c.varying) and self.kb.tid_exprs:  # a condition must split the threads
             tid = self.pick(list(self.kb.tid_exprs))
-            c = ops.compare(self.pick([">", "<", ">=", "<="]), tid, self.threshold(tid)) or c
+            c = ops.comparison(self.pick([">", "<", ">=", "<="]), tid, self.threshold(tid)) or c
         if c is None:
-            c = ops.compare("<", e, const(e.type, e.iv.hi + 1))
+            c = ops.comparison("<", e, const(e.type, e.iv.hi + 1))
         return c
 
     def cond(self, depth: int = 1) -> Expr:
@@ -368,7 +346,7 @@ class ExprGen:
 
         def signed_shift():
             zero = const(t, 0)
-            cnd = ops.compare(self.pick([">=", ">"]), e, zero)
+            cnd = ops.comparison(self.pick([">=", ">"]), e, zero)
             w = ops.where(cnd, ops.add(e, c), ops.sub(e, c), style=self.pick(["where", "where", "ternary"]))
             return w.with_(min_norm=c.iv.lo) if w is not None else None  # |x + c| or |x - c| on the matching side
 
@@ -436,7 +414,7 @@ class ExprGen:
     def to_int(self, e: Expr, t: WType) -> Expr | None:
         """A float converted to integer type ``t``, scaled first so truncation keeps several
         distinct values (``int(x * 8.0)``) and kept within the type's safe range."""
-        s = spread(e) if e.varying else e.iv.width
+        s = nm.sample_spread(e.vals) if e.varying else e.iv.width
         if s < 6.0:
             k = 6.0 / max(s, 1e-3)
             k = float(self.pick([4.0, 5.0, 8.0, 10.0, 16.0])) if k < 2 else min(1000.0, _round_up(k))

@@ -13,10 +13,10 @@ import numpy as np
 from ...spec import KernelSpec
 from . import numeric as nm
 from .builder import Arg, KernelBuilder
-from .difficulty import tier as difficulty_tier
+from ..difficulty import difficulty
 from .exprgen import ExprGen
 from .features import extract_features
-from .funcs import helper_hook_for
+from .funcs import call_new_helper, helper_hook_for
 from .names import NOUNS
 from .stmts import TIERS, BodyGen, Profile, index_role, role_for
 from .wtypes import WType
@@ -86,6 +86,7 @@ class Frame:
         self.kernel_name = self.kb.names.kernel_name(nouns)
         self.gen = ExprGen(self.kb, profile.families, literal_weight=profile.literal_weight)
         self.body = BodyGen(self.kb, self.gen, profile, self.tier)
+        self.body.new_helper = call_new_helper
         self.gen.helper_hook = helper_hook_for(self.body)
         self.extra_checks: list = []  # callables -> bool, for outputs a category writes itself
 
@@ -201,7 +202,7 @@ class Frame:
             python_source=src,
             args=tuple(a.spec() for a in self.kb.args),
             launch_dim=tuple(int(d) for d in self.kb.launch),
-            difficulty=difficulty_tier(self.category, src, tree),
+            difficulty=difficulty(self.category, tree),
             features=extract_features(src, tree),
             params=params or {},
         )

@@ -44,7 +44,7 @@ def call_new_helper(body: BodyGen, ret: WType) -> Expr | None:
     params = []
     for a in args:
         pname = kb.names.fresh("fparam")
-        e = fb._var_expr(pname, a)
+        e = fb.var_expr(pname, a)
         fb.vars[pname] = Var(pname, e, 0, 0)
         params.append((pname, a.type))
     fgen = ExprGen(fb, g.weights, literal_weight=g.literal_weight)
@@ -53,6 +53,7 @@ def call_new_helper(body: BodyGen, ret: WType) -> Expr | None:
                    size={"basic": (0, 1, 2, 1), "intermediate": (0, 2, 2, 1), "advanced": (1, 2, 2, 2)})
     fbody = BodyGen(fb, fgen, prof, body.tier)
     fbody.in_kernel = False
+    fbody.new_helper = call_new_helper
     fbody.body()
     early = None
     if g.chance(0.35):

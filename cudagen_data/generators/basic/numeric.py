@@ -285,3 +285,24 @@ def select(cond: Vals, a: Vals, b: Vals) -> Vals:
     extra = max(a.ndim, b.ndim) - 1
     c = expand(cond.astype(bool), extra)
     return np.where(c, a, b)
+
+
+def nice_float(rng: np.random.Generator, lo: float, hi: float) -> float:
+    """A short literal in [lo, hi] (``0.25``, ``1.5``, ``0.37``...), never 0."""
+    if not hi > lo:
+        return float(lo) if lo != 0.0 else 0.5
+    for _ in range(8):
+        x = rng.uniform(lo, hi)
+        digits = int(rng.choice([1, 1, 2, 2, 2, 3]))
+        v = float(f"{x:.{digits}g}")
+        if lo <= v <= hi and v != 0.0:
+            return v
+    v = float(f"{(lo + hi) / 2:.4g}")
+    return v if v != 0.0 else float(hi if hi != 0.0 else lo)
+
+
+def sample_spread(vals: Vals | None) -> float:
+    """How much a value varies over the sample threads (axis 0 of ``vals``)."""
+    if vals is None or vals.shape[0] <= 1:
+        return 0.0
+    return stable(np.max(np.ptp(vals.reshape(vals.shape[0], -1), axis=0)))

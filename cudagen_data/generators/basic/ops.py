@@ -291,7 +291,7 @@ def bit_count(a: Expr) -> Expr | None:
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}
 
 
-def compare(op: str, a: Expr, b: Expr) -> Expr | None:
+def comparison(op: str, a: Expr, b: Expr) -> Expr | None:
     if a.type != b.type or not a.type.is_scalar or a.type.is_bool or same(a, b):
         return None
     if op in ("==", "!=") and not a.type.is_int:

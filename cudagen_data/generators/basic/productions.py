@@ -8,14 +8,17 @@ production).  Families are what category profiles weight.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import numeric as nm
 from . import ops
 from .expr import Expr, const
-from .exprgen import ExprGen, nice_float, spread
 from .wtypes import F32, I32, WType
+
+if TYPE_CHECKING:  # exprgen.py imports this table; no import back at run time
+    from .exprgen import ExprGen
 
 
 # ----------------------------------------------------------------------------- predicates
@@ -197,7 +200,7 @@ def _unary_fitted(g: ExprGen, fn: str, t: WType, d: int) -> Expr | None:
     elif fn == "erfcinv":
         a = g.fit_within(a, 0.15, 1.85)
     elif fn in ops.QUANTIZERS and fn not in ("sign", "step", "nonzero"):
-        sp = spread(a)
+        sp = nm.sample_spread(a.vals)
         if 0 < sp < 3.0:  # scale so the result keeps several levels over the threads
             k = const(t, float(min(1000.0, max(2.0, _nice_up(4.0 / sp)))))
             a = ops.mul(a, k) or a
@@ -255,8 +258,8 @@ def p_clamp(g, t, d):
         if b - a < 2:
             return None
         return ops.clamp(x, const(t, a), const(t, b))
-    a = nice_float(g.rng, qs[0], qs[1]) if g.chance(0.8) else float(f"{x.iv.lo - 1.0:.2g}")
-    b = nice_float(g.rng, qs[2], qs[3])
+    a = nm.nice_float(g.rng, qs[0], qs[1]) if g.chance(0.8) else float(f"{x.iv.lo - 1.0:.2g}")
+    b = nm.nice_float(g.rng, qs[2], qs[3])
     if b <= a:
         return None
     return ops.clamp(x, const(t, a), const(t, b))
@@ -281,8 +284,8 @@ def p_smoothstep(g, t, d):
     qs = _quantiles(x, (0.0, 0.3, 0.7, 1.0))
     if qs is None:
         return None
-    e0 = nice_float(g.rng, qs[0], qs[1])
-    e1 = nice_float(g.rng, qs[2], qs[3])
+    e0 = nm.nice_float(g.rng, qs[0], qs[1])
+    e1 = nm.nice_float(g.rng, qs[2], qs[3])
     if e1 - e0 < 0.1:
         return None
     return ops.smoothstep(const(t, e0), const(t, e1), x)

@@ -13,6 +13,7 @@ explicit step counter), so every kernel terminates.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,10 @@ class BodyGen:
         self.in_kernel = True
         self.making_helper = False
         self.loop_nest = 0
+        # Defines a @wp.func returning a type and gives an expression calling it (None: no
+        # helper).  Set by whoever builds the kernel (frame.py: funcs.call_new_helper);
+        # stmts.py does not import funcs.py, which builds helper bodies with this class.
+        self.new_helper: Callable[[BodyGen, WType], Expr | None] | None = None
 
     # ------------------------------------------------------------------ helpers
     def expr_depth(self) -> int:
@@ -279,7 +284,7 @@ class BodyGen:
         vals[sel] = ev if op == "=" else (vals[sel] + ev if op == "+=" else vals[sel] - ev)
         kb.emit(f"{target} {op} {e.text}")
         iv = old.iv.union(e.iv) if op == "=" else old.iv.union(old.iv + e.iv if op == "+=" else old.iv - e.iv)
-        var.expr = kb._var_expr(var.name, old.with_(iv=iv, vals=vals, unit=False, min_norm=0.0, det_lo=0.0))
+        var.expr = kb.var_expr(var.name, old.with_(iv=iv, vals=vals, unit=False, min_norm=0.0, det_lo=0.0))
         var.uses = 0
 
     # ------------------------------------------------------------------ branches
@@ -472,8 +477,8 @@ class BodyGen:
         self.loop_nest -= 1
         kb.end_loop(has_loop_var=False)
         xv, sv = kb.vars[x.text], kb.vars[steps.text]
-        xv.expr = kb._var_expr(x.text, xv.expr.with_(iv=Interval(lo, max(x0.iv.hi, 1.0)), vals=xs))
-        sv.expr = kb._var_expr(steps.text, sv.expr.with_(iv=Interval(0, kmax), vals=ns))
+        xv.expr = kb.var_expr(x.text, xv.expr.with_(iv=Interval(lo, max(x0.iv.hi, 1.0)), vals=xs))
+        sv.expr = kb.var_expr(steps.text, sv.expr.with_(iv=Interval(0, kmax), vals=ns))
 
     # ------------------------------------------------------------------ reads
     def s_neighbour(self, nest: int) -> None:
@@ -523,14 +528,12 @@ class BodyGen:
 
     # ------------------------------------------------------------------ helper functions
     def s_helper(self, nest: int) -> None:
-        from .funcs import call_new_helper
-
         t = self.local_type()
         if t.quat:
             t = F32
         self.making_helper = True
         try:
-            e = call_new_helper(self, t)
+            e = self.new_helper(self, t) if self.new_helper is not None else None
         finally:
             self.making_helper = False
         if e is None:

@@ -33,4 +33,4 @@ def struct_motif(f: Frame) -> None:
             e = g.fit_mag(e, 100.0)
         key = f"{var}.{fname}"
         kb.emit(f"{key} = {e.text}")
-        kb.vars[key] = Var(key, kb._var_expr(key, e), len(kb.loops), kb.block_depth)
+        kb.vars[key] = Var(key, kb.var_expr(key, e), len(kb.loops), kb.block_depth)

@@ -40,7 +40,7 @@ def _orthonormal_frame(f: Frame) -> None:
     if n is None:
         return
     n = kb.declare("local_vec", n)
-    flip = ops.compare("<", ops.unary("abs", ops.component(n, 1, style="attr")), const(F32, 0.9))
+    flip = ops.comparison("<", ops.unary("abs", ops.component(n, 1, style="attr")), const(F32, 0.9))
     up = ops.where(flip, ops.vec_ctor(V3, [const(F32, 0.0), const(F32, 1.0), const(F32, 0.0)]),
                    ops.vec_ctor(V3, [const(F32, 1.0), const(F32, 0.0), const(F32, 0.0)]))
     c = ops.cross(n, up)

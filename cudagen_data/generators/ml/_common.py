@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...spec import ArgSpec, KernelSpec
+from ..difficulty import difficulty
 
 # --------------------------------------------------------------------------- random
 
@@ -305,34 +306,6 @@ def features_of(tree: ast.Module) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _loop_depth(node: ast.AST, depth: int = 0) -> int:
-    best = depth
-    for child in ast.iter_child_nodes(node):
-        d = depth + 1 if isinstance(child, (ast.For, ast.While)) else depth
-        best = max(best, _loop_depth(child, d))
-    return best
-
-
-def difficulty_of(tree: ast.Module, feats: tuple[str, ...], algorithmic: int = 0) -> str:
-    """basic / intermediate / advanced from the emitted structure.
-
-    Points: deepest loop nesting, atomics (1), helper functions (1),
-    tile programming counts 3, branches (1), plus ``algorithmic`` points a family adds for ideas the syntax does not
-    show (online rescaling, causal masking, multi-pass carries, top-k selection).
-    """
-    score = _loop_depth(tree)
-    score += 3 if "tile" in feats else 0
-    score += 1 if "atomic" in feats else 0
-    score += 1 if "wp.func" in feats else 0
-    score += 1 if "if" in feats else 0
-    score += algorithmic
-    if score <= 2:
-        return "basic"
-    if score <= 4:
-        return "intermediate"
-    return "advanced"
-
-
 # --------------------------------------------------------------------------- specs
 
 
@@ -355,7 +328,7 @@ def make_spec(category: str, kernel_name: str, source: str, args: Sequence[ArgSp
         python_source=source,
         args=tuple(args),
         launch_dim=tuple(int(d) for d in launch_dim),
-        difficulty=difficulty_of(tree, features, algorithmic),
+        difficulty=difficulty(category, tree, features, algorithmic),
         features=features,
         block_dim=block_dim,
         params=params,
@@ -378,7 +351,7 @@ def order_args(rng: np.random.Generator, inputs: list[ArgSpec], outputs: list[Ar
 RTOL = {"float32": 2e-4, "float64": 1e-9}
 
 
-def compare(name: str, got: Any, want: Any, dtype: str, scale: Any = 0.0, rtol: float | None = None) -> str | None:
+def check_close(name: str, got: Any, want: Any, dtype: str, scale: Any = 0.0, rtol: float | None = None) -> str | None:
     """None if ``got`` matches the float64 reference ``want``.
 
     Allowed error per element: rtol * (|want| + scale) + a floor of rtol * 1e-3 * max|want|.

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _activations as acts
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop,
+    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, first_error, loop,
     order_args, scalar,
 )
 
@@ -295,4 +295,4 @@ def check(spec, inputs: dict, outputs: dict) -> str | None:
         r = as_f64(inputs[p["residual"]])
         want, scale = want + r, scale + np.abs(r)
     dtype = next(x.dtype for x in spec.args if x.name == p["c"])
-    return first_error(compare(p["c"], outputs[p["c"]], want, dtype, scale=scale))
+    return first_error(check_close(p["c"], outputs[p["c"]], want, dtype, scale=scale))

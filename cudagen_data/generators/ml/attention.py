@@ -21,7 +21,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -270,7 +270,7 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     want = probs @ v
     mag = probs @ np.abs(v) * (1.0 + scale * np.abs(q) @ np.abs(k).T).max(axis=1, keepdims=True)
     dtype = next(a.dtype for a in spec.args if a.name == p["out"])
-    msgs = [compare(p["out"], outputs[p["out"]], want, dtype, scale=mag)]
+    msgs = [check_close(p["out"], outputs[p["out"]], want, dtype, scale=mag)]
     if p.get("probs"):
-        msgs.append(compare(p["probs"], outputs[p["probs"]], probs, dtype, scale=probs * (1.0 + np.abs(s[np.isfinite(s)]).max())))
+        msgs.append(check_close(p["probs"], outputs[p["probs"]], probs, dtype, scale=probs * (1.0 + np.abs(s[np.isfinite(s)]).max())))
     return first_error(*msgs)

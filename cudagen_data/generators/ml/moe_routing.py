@@ -19,7 +19,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -176,7 +176,7 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     if p["router"]:
         x, w = as_f64(inputs[p["router"]["x"]]), as_f64(inputs[p["router"]["w"]])
         want_logits = x @ w.T
-        msgs.append(compare(p["logits"], outputs[p["logits"]], want_logits, dtype, scale=np.abs(x) @ np.abs(w).T))
+        msgs.append(check_close(p["logits"], outputs[p["logits"]], want_logits, dtype, scale=np.abs(x) @ np.abs(w).T))
         # select on the logits the kernel computed (float32 rounding may reorder near-ties)
         logits = as_f64(outputs[p["logits"]])
     else:
@@ -196,13 +196,13 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     if p["scale"]:
         gates = gates * float(inputs[p["scale"]])
     mag = np.abs(gates) * (1.0 + np.abs(sel - sel[:, :1]))
-    msgs.append(compare(p["weights"], outputs[p["weights"]], gates, dtype, scale=mag))
+    msgs.append(check_close(p["weights"], outputs[p["weights"]], gates, dtype, scale=mag))
     if p["dense"]:
         dense = np.zeros((T, E))
         np.put_along_axis(dense, got_idx, gates, 1)
-        msgs.append(compare(p["dense"], outputs[p["dense"]], dense, dtype, scale=np.abs(dense)))
+        msgs.append(check_close(p["dense"], outputs[p["dense"]], dense, dtype, scale=np.abs(dense)))
     if p["load"]:
         load = np.zeros(E)
         np.add.at(load, got_idx.ravel(), gates.ravel())
-        msgs.append(compare(p["load"], outputs[p["load"]], load, dtype, scale=np.abs(load) + 1e-3))
+        msgs.append(check_close(p["load"], outputs[p["load"]], load, dtype, scale=np.abs(load) + 1e-3))
     return first_error(*msgs)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -287,10 +287,10 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
         b = as_f64(inputs[p["bias"]])[None, :]
         y, scale = y + b, scale + np.abs(b)
     got = as_f64(outputs[p["out"]]).reshape(y.shape)
-    msgs = [compare(p["out"], got, y, dtype, scale=scale)]
+    msgs = [check_close(p["out"], got, y, dtype, scale=scale)]
     if p.get("mean_out"):
-        msgs.append(compare(p["mean_out"], outputs[p["mean_out"]], mean[:, 0], dtype, scale=np.abs(x).mean(axis=1)))
+        msgs.append(check_close(p["mean_out"], outputs[p["mean_out"]], mean[:, 0], dtype, scale=np.abs(x).mean(axis=1)))
     if p.get("rstd_out"):
-        msgs.append(compare(p["rstd_out"], outputs[p["rstd_out"]], rstd[:, 0], dtype,
+        msgs.append(check_close(p["rstd_out"], outputs[p["rstd_out"]], rstd[:, 0], dtype,
                             scale=rstd[:, 0] * (1.0 + (x * x).mean(axis=1) / (var[:, 0] + eps))))
     return first_error(*msgs)

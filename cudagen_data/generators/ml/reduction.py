@@ -15,7 +15,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    LOOP_STYLES, Code, Names, Sizes, arr, assemble, as_f64, choice, coin, compare, first_error, loop,
+    LOOP_STYLES, Code, Names, Sizes, arr, assemble, as_f64, choice, coin, check_close, first_error, loop,
     make_spec, order_args, pick_float,
 )
 
@@ -478,7 +478,7 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
             count = x.size if ax is None else x.shape[ax]
             want, scale = want / count, scale / count
         got = outputs[p["value_out"]]
-        return compare(p["value_out"], got, np.reshape(want, np.shape(got)), dtype, scale=scale.reshape(np.shape(got)))
+        return check_close(p["value_out"], got, np.reshape(want, np.shape(got)), dtype, scale=scale.reshape(np.shape(got)))
     if op in EXTREMA:
         want = x.max(axis=ax) if op == "max" else x.min(axis=ax)
         got = outputs[p["value_out"]]
@@ -486,7 +486,7 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
         if p.get("init"):
             init = as_f64(inputs[p["value_out"]])
             want = np.maximum(want, init) if op == "max" else np.minimum(want, init)
-        return compare(p["value_out"], got, want, dtype)
+        return check_close(p["value_out"], got, want, dtype)
     # argmax / argmin: the index must point at an extreme value (ties resolve either way)
     pick = np.argmax if op == "argmax" else np.argmin
     want_idx = pick(x, axis=ax)
@@ -501,5 +501,5 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
         return f"{p['index_out']}: entry {k} is {got_idx.flat[k]}, reference {want_idx.flat[k]}"
     msg = None
     if p.get("value_out"):
-        msg = compare(p["value_out"], outputs[p["value_out"]], want_vals, dtype)
+        msg = check_close(p["value_out"], outputs[p["value_out"]], want_vals, dtype)
     return first_error(msg)

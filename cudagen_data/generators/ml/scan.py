@@ -16,7 +16,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, loop, make_spec, order_args,
+    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, loop, make_spec, order_args,
     pick_float, scalar,
 )
 
@@ -374,4 +374,4 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     want, scale = reference(p, inputs)
     got = as_f64(outputs[p["out"]])
     dtype = next(a.dtype for a in spec.args if a.name == p["out"])
-    return compare(p["out"], got.reshape(want.shape), want, dtype, scale=scale)
+    return check_close(p["out"], got.reshape(want.shape), want, dtype, scale=scale)

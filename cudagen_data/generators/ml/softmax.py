@@ -20,7 +20,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, compare, first_error, loop, make_spec,
+    Code, Constants, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
     order_args, pick_float, scalar,
 )
 
@@ -271,12 +271,12 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
         want, scale = want.T, scale.T
     dtype = next(a.dtype for a in spec.args if a.name == p["out"])
     got = as_f64(outputs[p["out"]]).reshape(want.shape)
-    msgs = [compare(p["out"], got, want, dtype, scale=scale)]
+    msgs = [check_close(p["out"], got, want, dtype, scale=scale)]
     st = p.get("stats") or {}
     if "max" in st:
-        msgs.append(compare(st["max"], outputs[st["max"]], m[:, 0], dtype))
+        msgs.append(check_close(st["max"], outputs[st["max"]], m[:, 0], dtype))
     if "sum" in st:
-        msgs.append(compare(st["sum"], outputs[st["sum"]], s[:, 0], dtype))
+        msgs.append(check_close(st["sum"], outputs[st["sum"]], s[:, 0], dtype))
     if "lse" in st:
-        msgs.append(compare(st["lse"], outputs[st["lse"]], lse[:, 0], dtype, scale=np.abs(m[:, 0])))
+        msgs.append(check_close(st["lse"], outputs[st["lse"]], lse[:, 0], dtype, scale=np.abs(m[:, 0])))
     return first_error(*msgs)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, compare, make_spec, order_args, pick_float,
+    Code, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, make_spec, order_args, pick_float,
     scalar,
 )
 
@@ -324,4 +324,4 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
             want, scale = x + want, np.abs(x) + scale
     got = as_f64(outputs[p["out"]]).reshape(grid)
     dtype = next(a.dtype for a in spec.args if a.name == p["out"])
-    return compare(p["out"], got, want, dtype, scale=scale)
+    return check_close(p["out"], got, want, dtype, scale=scale)

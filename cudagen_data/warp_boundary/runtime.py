@@ -1,9 +1,8 @@
-"""The one place that touches Warp's process-global state.
+"""Warp's process-global state: init, config, the private kernel cache, loading sources.
 
-Everything else in the package receives plain data; this module initialises Warp,
-loads Python source text as a module (through linecache, never a temporary file) and
-removes every trace of it again, so that a long-running worker neither grows nor lets
-one kernel's state change another kernel's output.
+This module initialises Warp, loads Python source text as a module (through linecache,
+never a temporary file) and removes every trace of it again, so that a long-running
+worker neither grows nor lets one kernel's state change another kernel's output.
 """
 
 from __future__ import annotations
@@ -149,7 +148,7 @@ def loaded_source(source: str, *, fresh_function_names: bool = True) -> Iterator
     """
     global _load_counter
     wp = warp()
-    import warp._src.context as wp_context
+    import warp._src.context as wp_context  # the global @wp.func name counter, user module registry
 
     tree = ast.parse(source)
     filename = source_filename(source)

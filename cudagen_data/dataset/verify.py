@@ -20,11 +20,13 @@ import pyarrow as pa
 import xxhash
 
 from .. import canonical
-from ..dataset import store
-from ..dataset.schema import COLUMNS, ROW_SCHEMA
+from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
+from . import store
+from ..contracts.row import COLUMNS, ROW_SCHEMA
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..spec import ArgSpec, KernelSpec
-from .execute import decode_value, execute_specs
+from ..contracts.test_vectors import TestVectors
+from ..execution import execute_specs
 
 CHUNK = 100  # rows compiled and executed together
 _GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
@@ -115,7 +117,7 @@ def check_cuda_structure(row: dict) -> list[str]:
     return problems
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> float | None:
+def max_error_beyond(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> float | None:
     """None if close; else the worst absolute error (inf for a shape or finiteness mismatch)."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
@@ -130,8 +132,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) 
 
 def recorded_run(row: dict) -> tuple[dict, dict, dict, dict]:
     """(inputs, outputs, output_grads, input_grads) decoded from the row's test vectors."""
-    tv = orjson.loads(row["test_vectors"])
-    dec = {k: {n: decode_value(v) for n, v in tv[k].items()} for k in ("inputs", "outputs", "output_grads", "input_grads")}
+    dec = TestVectors.from_json(row["test_vectors"]).decoded()
     return dec["inputs"], dec["outputs"], dec["output_grads"], dec["input_grads"]
 
 
@@ -242,7 +243,7 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
                 if name not in got:
                     fail(where, row, "cpu_execution", f"{kind} {name!r} was not produced")
                     continue
-                err = compare(got[name], expected, rtol, atol)
+                err = max_error_beyond(got[name], expected, rtol, atol)
                 if err is not None:
                     fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
 
@@ -253,30 +254,32 @@ def validate_path(path: str | Path, *, arch: int | None = None, progress: bool =
     report = ValidationReport()
     preambles: dict[str, str] = {}
     if path.is_dir():
-        manifest_path = path / "manifest.json"
-        if not manifest_path.exists():
-            raise store.DatasetError(f"{manifest_path}: not found; is {path} a finished cudagen dataset?")
-        manifest = orjson.loads(manifest_path.read_bytes())
-        preambles = manifest.get("preambles", {})
-        files = manifest.get("files", [])
-        for f in files:
-            p = path / f["path"]
+        try:
+            manifest = Manifest.read(path)
+        except ManifestError as exc:
+            raise store.DatasetError(str(exc)) from None
+        preambles = manifest.preambles
+        for f in manifest.files:
+            p = path / f.path
             if not p.exists():
-                report.file_problems.append(f"{f['path']}: listed in the manifest but missing")
+                report.file_problems.append(f"{f.path}: listed in the manifest but missing")
                 continue
-            if store.file_checksum(p) != f["xxh3_128"]:
-                report.file_problems.append(f"{f['path']}: checksum differs from the manifest")
+            if store.file_checksum(p) != f.xxh3_128:
+                report.file_problems.append(f"{f.path}: checksum differs from the manifest")
             n = _count_rows(p)
             if n is None:
-                report.file_problems.append(f"{f['path']}: unreadable (corrupted?)")
-            elif n != f["rows"]:
-                report.file_problems.append(f"{f['path']}: {n} rows, manifest says {f['rows']}")
-        targets = [path / f["path"] for f in files if f["path"].endswith(".parquet") and _count_rows(path / f["path"]) is not None]
+                report.file_problems.append(f"{f.path}: unreadable (corrupted?)")
+            elif n != f.rows:
+                report.file_problems.append(f"{f.path}: {n} rows, manifest says {f.rows}")
+        targets = [path / f.path for f in manifest.files if f.is_parquet and _count_rows(path / f.path) is not None]
     elif path.exists():
         targets = [path]
-        manifest_path = next((p / "manifest.json" for p in path.parents if (p / "manifest.json").exists()), None)
-        if manifest_path is not None:
-            preambles = orjson.loads(manifest_path.read_bytes()).get("preambles", {})
+        folder = next((p for p in path.parents if (p / MANIFEST_FILE).exists()), None)
+        if folder is not None:
+            try:
+                preambles = Manifest.read(folder).preambles
+            except ManifestError as exc:
+                raise store.DatasetError(str(exc)) from None
     else:
         raise store.DatasetError(f"{path}: no such file or folder")
 

@@ -1,5 +1,6 @@
-"""Executors run batches; they know nothing of what a batch does.
+"""The worker pool: executors that run batches, and crash isolation by bisection.
 
+Executors know nothing of what a batch does.
 ``InlineExecutor`` runs in the calling process (notebooks, tests, ``--workers 0``).
 ``ProcessExecutor`` runs a pool of worker processes (spawned, not forked: Warp and
 LLVM hold threads and global state that a fork would copy half-way).  Both hand back
@@ -12,9 +13,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+from ..bisect import bisect_failures
 
 
 class InlineExecutor:
@@ -35,9 +38,9 @@ class InlineExecutor:
 def _worker_init() -> None:
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .. import warp_env
+    from .. import warp_boundary
 
-    warp_env.warp()
+    warp_boundary.warp()
 
 
 class ProcessExecutor:
@@ -71,3 +74,23 @@ class ProcessExecutor:
 def make_executor(workers: int) -> InlineExecutor | ProcessExecutor:
     # Recycling a worker now and then bounds whatever Warp/LLVM keep per module built.
     return InlineExecutor() if workers <= 0 else ProcessExecutor(workers, max_tasks_per_child=200)
+
+
+def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *args: Any) -> list:
+    """``fn(*args, items)`` in a process of its own, for items that crashed a worker.
+
+    ``fn`` returns one result per item.  On a crash, halve and retry (:mod:`..bisect`)
+    down to single items, so only an item that crashes its process alone gets
+    ``crashed(item)`` as its result; every other item gets what ``fn`` gives it.
+    """
+
+    def attempt(group: Sequence) -> list | None:
+        solo = make_executor(1)
+        try:
+            return solo.submit(fn, *args, list(group)).result()
+        except BrokenProcessPool:
+            return [crashed(group[0])] if len(group) == 1 else None
+        finally:
+            solo.close(kill=True)
+
+    return bisect_failures(list(items), attempt)

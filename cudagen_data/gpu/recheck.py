@@ -24,9 +24,10 @@ from pathlib import Path
 
 import orjson
 
-from .. import __version__, warp_env
+from .. import __version__, warp_boundary
+from ..contracts.manifest import Manifest, ManifestError
 from ..dataset.store import DatasetError
-from ..validate.rows import iter_rows_from
+from ..dataset.verify import iter_rows_from
 from .judge import judge
 from .pool import Item, run_inline, run_pool
 from .report import GpuReport
@@ -111,7 +112,7 @@ def gpu_validate(
 
 def describe_device(device: str) -> dict:
     """Versions and the device's name and arch; GpuUnavailable if it cannot be used."""
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     env = {
         "warp": _version("warp-lang") or wp.config.version,
         "cudagen_data": __version__,
@@ -133,12 +134,12 @@ def describe_device(device: str) -> dict:
     if not 0 <= index < count:
         raise GpuUnavailable(f"device {device!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
     d = wp.get_device(device)
-    runtime = wp._src.context.runtime
+    runtime = warp_boundary.runtime_versions()
     env.update(
         device_name=d.name,
         device_arch=d.arch,
-        cuda_driver=_dotted(runtime.driver_version),
-        cuda_toolkit=_dotted(runtime.toolkit_version),
+        cuda_driver=_dotted(runtime["driver"]),
+        cuda_toolkit=_dotted(runtime["toolkit"]),
     )
     return env
 
@@ -146,14 +147,14 @@ def describe_device(device: str) -> dict:
 def dataset_rows(path: Path) -> Iterator[tuple[str, dict]]:
     """(location, row) for a dataset folder (Parquet files listed in its manifest) or one file."""
     if path.is_dir():
-        manifest = path / "manifest.json"
-        if not manifest.exists():
-            raise DatasetError(f"{manifest}: not found; is {path} a finished cudagen dataset?")
-        files = [f["path"] for f in orjson.loads(manifest.read_bytes()).get("files", []) if f["path"].endswith(".parquet")]
-        for rel in files:
-            if not (path / rel).exists():
-                raise DatasetError(f"{path / rel}: listed in the manifest but missing")
-            yield from iter_rows_from(path / rel)
+        try:
+            manifest = Manifest.read(path)
+        except ManifestError as exc:
+            raise DatasetError(str(exc)) from None
+        for shard in manifest.parquet_files():
+            if not (path / shard.path).exists():
+                raise DatasetError(f"{path / shard.path}: listed in the manifest but missing")
+            yield from iter_rows_from(path / shard.path)
     elif path.is_file():
         yield from iter_rows_from(path)
     else:

@@ -1,0 +1,35 @@
+"""The records that cross module boundaries, each defined once.
+
+- :mod:`.row`: ``Row`` (a dataset row) with ``ROW_SCHEMA`` and column docs derived from
+  it, ``SCHEMA_VERSION``, ``ExtractRecord`` (what `cudagen extract` writes)
+- :mod:`.reject`: ``Reject`` and ``RejectReason`` (every reason, with its owning stage)
+- :mod:`.test_vectors`: ``TestVectors``, the recorded run of a kernel
+- :mod:`.manifest`: ``Manifest`` / ``FileEntry`` (manifest.json and its one parser), ``SPLITS``
+- :mod:`.stats`: ``RunStats`` / ``StageCounter`` (a run's counts; stats.json)
+"""
+
+from .manifest import SPLITS, FileEntry, Manifest, ManifestError
+from .reject import Reject, RejectReason
+from .row import ROW_SCHEMA, SCHEMA_VERSION, CompileInfo, ExtractRecord, Metadata, Row, strip_timing
+from .stats import TIMING_STATS, RunStats, StageCounter
+from .test_vectors import TestVectors
+
+__all__ = [
+    "ROW_SCHEMA",
+    "SCHEMA_VERSION",
+    "SPLITS",
+    "TIMING_STATS",
+    "CompileInfo",
+    "ExtractRecord",
+    "FileEntry",
+    "Manifest",
+    "ManifestError",
+    "Metadata",
+    "Reject",
+    "RejectReason",
+    "Row",
+    "RunStats",
+    "StageCounter",
+    "TestVectors",
+    "strip_timing",
+]

@@ -1,0 +1,73 @@
+"""Why a kernel was left out, and which stage says so.
+
+Every reason is listed once here, with the stage that owns it (the only stage that may
+emit it).  A run's counters (:mod:`.stats`) credit a rejected slot to its reason's
+stage, so adding a reason is adding one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class RejectReason(str, Enum):
+    """A reject reason; its value is what rejects.jsonl and stats.json hold."""
+
+    def __new__(cls, value: str, stage: str):
+        obj = str.__new__(cls, value)
+        obj._value_ = value
+        obj.stage = stage
+        return obj
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    GENERATOR_ERROR = ("generator_error", "generate")
+    CODEGEN_ERROR = ("codegen_error", "extract")
+    COMPILE_ERROR = ("compile_error", "compile")
+    LOAD_ERROR = ("load_error", "execute")
+    BUILD_ERROR = ("build_error", "execute")
+    LAUNCH_ERROR = ("launch_error", "execute")
+    NAN_OUTPUT = ("nan_output", "execute")
+    CONSTANT_OUTPUT = ("constant_output", "execute")
+    REFERENCE_MISMATCH = ("reference_mismatch", "execute")
+    BACKWARD_ERROR = ("backward_error", "execute")
+    NAN_GRADIENT = ("nan_gradient", "execute")
+    EXECUTION_ERROR = ("execution_error", "execute")
+    # The worker died running the slot alone.  Charged to execution: native code running
+    # a kernel is what crashes a worker (in --fast, to the last stage the slot reached).
+    WORKER_CRASH = ("worker_crash", "execute")
+    DUPLICATE_PYTHON = ("duplicate_python", "dedup")
+    DUPLICATE_CUDA = ("duplicate_cuda", "dedup")
+
+
+@dataclass
+class Reject:
+    """One line of rejects.jsonl (field order is key order)."""
+
+    slot: int
+    category: str
+    index: int | None
+    kernel_name: str | None
+    reason: RejectReason
+    detail: str
+    log: str = ""
+    python_source: str | None = None
+
+    @classmethod
+    def of(cls, slot: int, category: str, spec, reason: RejectReason, detail: str, log: str = "") -> Reject:
+        """A reject for ``slot``; ``spec`` (a KernelSpec, or None before one exists) names the kernel."""
+        return cls(
+            slot=slot,
+            category=category,
+            index=spec.index if spec else None,
+            kernel_name=spec.kernel_name if spec else None,
+            reason=reason,
+            detail=detail,
+            log=log,
+            python_source=spec.python_source if spec else None,
+        )

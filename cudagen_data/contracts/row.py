@@ -1,0 +1,178 @@
+"""The dataset row: one typed record, its Arrow schema and its column documentation.
+
+Each field declares its Arrow type and what it means (:func:`column`); ``ROW_SCHEMA``
+and the dataset card's column tables are derived from these declarations, so the code,
+the Parquet schema and the card cannot drift apart.  Field order is column order (JSONL
+key order included: orjson writes dataclass fields in order).
+
+JSONL and Parquet hold the same columns.  The first seven match the format the project
+started from (id, kernel_name, category, python_source, cuda_forward, cuda_backward,
+metadata) so older readers keep working.  ``test_vectors`` is described in
+:mod:`.test_vectors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1  # bump when a column is added, removed or changes meaning
+
+
+def column(arrow_type: pa.DataType, doc: str):
+    """A dataclass field that is a dataset column: its Arrow type and its meaning."""
+    return field(metadata={"arrow": arrow_type, "doc": doc})
+
+
+def arrow_struct(cls) -> pa.StructType:
+    return pa.struct([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(cls)])
+
+
+def field_docs(cls) -> dict[str, str]:
+    return {f.name: f.metadata["doc"] for f in dataclasses.fields(cls)}
+
+
+@dataclass
+class Metadata:
+    device: str = column(pa.string(), "Code-generation target of the CUDA text (`cuda`).")
+    has_backward: bool = column(pa.bool_(), "Whether `cuda_backward` is non-empty.")
+    forward_lines: int = column(pa.int32(), "Lines in `cuda_forward`.")
+    backward_lines: int = column(pa.int32(), "Lines in `cuda_backward`.")
+    generation_time_ms: float = column(
+        pa.float64(),
+        "Wall-clock time spent on this kernel (synthesis, codegen, checks); the only "
+        "field besides `compile.time_ms` that differs between two runs with the same seed.",
+    )
+    seed: int = column(pa.int64(), "The run's root seed (`--seed`); with `category` and `index` it determines the kernel.")
+    batch: int = column(pa.int64(), "Index of the batch the kernel was produced in (bookkeeping; does not affect the kernel).")
+    index: int = column(pa.int64(), "Per-category index of the kernel: the generator makes kernel `index` of `category` from the root seed.")
+
+
+@dataclass
+class CompileInfo:
+    arch: int = column(pa.int32(), "NVRTC target architecture the CUDA was compiled for (e.g. 86 = `sm_86`).")
+    status: str = column(pa.string(), "Compile result: `ok` (every published row compiled), `skipped` with `--fast`.")
+    time_ms: float = column(pa.float64(), "Wall-clock NVRTC compile time attributed to this kernel.")
+
+
+@dataclass
+class Row:
+    """One published pair."""
+
+    id: str = column(pa.string(), "Stable row id, derived from the canonical Python hash: the same kernel gets the same id in every run.")
+    kernel_name: str = column(pa.string(), "Name of the `@wp.kernel` function.")
+    category: str = column(pa.string(), "Generator category the kernel came from.")
+    python_source: str = column(
+        pa.string(),
+        "The complete Python module: `import warp as wp`, any `@wp.func` / `@wp.struct` it uses, and the `@wp.kernel`. It runs as is.",
+    )
+    cuda_forward: str = column(pa.string(), "The forward `extern \"C\" __global__` function, exactly as Warp emitted it.")
+    cuda_backward: str = column(
+        pa.string(), "The backward (adjoint, reverse-mode) `__global__` function Warp emitted; empty only where Warp emits none."
+    )
+    metadata: Metadata = column(arrow_struct(Metadata), "Struct, fields below.")
+    difficulty: str = column(pa.string(), "Curriculum tier derived from the kernel's structure: `basic`, `intermediate` or `advanced`.")
+    features: list[str] = column(
+        pa.list_(pa.string()), "Warp builtins and language features the kernel uses (e.g. `wp.atomic_add`, `while`, `wp.func`)."
+    )
+    device_functions: str = column(
+        pa.string(),
+        "CUDA of the `@wp.func` device functions the kernel calls (their forward and adjoint versions) as Warp emitted them; empty if none.",
+    )
+    preamble_hash: str = column(
+        pa.string(),
+        "Key into `manifest.json` → `preambles`: Warp's CUDA preamble for this Warp version. "
+        "preamble + `device_functions` + `cuda_forward` + `cuda_backward` is a translation unit that compiles.",
+    )
+    arg_specs: str = column(
+        pa.string(),
+        "JSON list of the kernel's arguments in order: `{\"name\", \"kind\": \"array\"|\"scalar\", "
+        "\"dtype\", \"shape\", \"role\": \"in\"|\"out\"|\"inout\", \"domain\": [lo, hi]}` (inputs are drawn "
+        "from `domain`; `out` arrays start at zero).",
+    )
+    launch_dim: list[int] = column(pa.list_(pa.int32()), "The `dim` passed to `wp.launch` (or `wp.launch_tiled`).")
+    block_dim: int | None = column(pa.int32(), "Block size of a tile kernel (launched with `wp.launch_tiled`); null for ordinary kernels.")
+    test_vectors: str = column(
+        pa.string(), "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with `--fast`."
+    )
+    python_hash: str = column(pa.string(), "Hash of the canonical Python source (formatting and comments normalised); exact duplicates share it.")
+    shape_hash: str = column(
+        pa.string(),
+        "16-hex-digit hash of the kernel's canonical shape (identifiers and numeric literals folded). "
+        "The split is a function of it, so kernels that differ only in names or constants never straddle two splits.",
+    )
+    cuda_hash: str = column(pa.string(), "Hash of the emitted CUDA; used to drop kernels whose CUDA is identical.")
+    compile: CompileInfo = column(arrow_struct(CompileInfo), "Struct, fields below.")
+    warp_version: str = column(pa.string(), "Version of `warp-lang` that generated the CUDA.")
+    generator_version: str = column(pa.string(), "Version of the cudagen-data generator that produced the kernel.")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Row:
+        return cls(**{**d, "metadata": Metadata(**d["metadata"]), "compile": CompileInfo(**d["compile"])})
+
+
+ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(Row)])
+COLUMNS = tuple(ROW_SCHEMA.names)
+COLUMN_DOCS = field_docs(Row)
+SUBFIELD_DOCS = {"metadata": field_docs(Metadata), "compile": field_docs(CompileInfo)}
+
+# Fields that hold wall-clock timings: the only values that may differ between two runs
+# with the same seed and version.
+TIMING_FIELDS = (("metadata", "generation_time_ms"), ("compile", "time_ms"))
+
+
+def strip_timing(row: dict) -> dict:
+    """A copy of ``row`` with timing fields zeroed, for byte-for-byte comparisons."""
+    out = dict(row)
+    for outer, inner in TIMING_FIELDS:
+        if isinstance(out.get(outer), dict):
+            out[outer] = {**out[outer], inner: 0.0}
+    return out
+
+
+@dataclass
+class ExtractMetadata:
+    device: str
+    has_backward: bool
+    forward_lines: int
+    backward_lines: int
+    generation_time_ms: float
+    source_line: int  # line of the kernel's `def` in the user's file
+
+
+@dataclass
+class ExtractCompile:
+    arch: int
+    status: str  # ok | failed | skipped
+    time_ms: float
+    log: str
+
+
+@dataclass
+class ExtractRecord:
+    """What `cudagen extract` writes per kernel of a user's file: not a dataset row.
+
+    It shares the row's CUDA columns but has no generator fields (category is ``user``;
+    no difficulty, arg specs or test vectors: a user's kernel has no input domains),
+    keeps the whole file as ``python_source``, the preamble inline, and the compile log.
+    """
+
+    id: str
+    kernel_name: str
+    category: str
+    python_source: str
+    cuda_forward: str
+    cuda_backward: str
+    metadata: ExtractMetadata
+    device_functions: str
+    preamble: str
+    cuda_hash: str
+    compile: ExtractCompile
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,144 @@
+"""A run's counts: per-stage counters, accepted rows by category / split / tier; stats.json.
+
+:class:`RunStats` is saved in the run state after every batch (so a resumed run goes on
+counting) and rendered as stats.json by :meth:`RunStats.to_stats_json`.  Pass rates
+come from the stage counters: ``kept / in`` of the compile and execute stages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .reject import RejectReason
+
+# Stages in the order a slot passes them (dedup runs in the producer, on rows).
+WORKER_STAGES = ("generate", "extract", "compile", "execute")
+FAST_STAGES = ("generate", "extract")
+STAGE_NAMES = WORKER_STAGES + ("dedup",)
+TIMED_STAGES = WORKER_STAGES + ("write",)
+
+# stats.json keys that hold wall-clock timings: the only ones that differ between two runs.
+TIMING_STATS = ("generation_time_seconds", "pairs_per_second", "stage_seconds")
+
+
+@dataclass
+class StageCounter:
+    """What one stage saw: items in, items kept, items rejected by reason."""
+
+    entered: int = 0
+    kept: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+    def keep(self, n: int = 1) -> None:
+        self.entered += n
+        self.kept += n
+
+    def reject(self, reason: RejectReason | str, n: int = 1) -> None:
+        self.entered += n
+        key = str(reason)
+        self.rejected[key] = self.rejected.get(key, 0) + n
+
+    def pass_rate(self) -> float | None:
+        return round(self.kept / self.entered, 4) if self.entered else None
+
+    def to_json(self) -> dict:
+        return {"in": self.entered, "kept": self.kept, "rejected": dict(sorted(self.rejected.items()))}
+
+    @classmethod
+    def from_json(cls, d: dict) -> StageCounter:
+        return cls(d["in"], d["kept"], dict(d["rejected"]))
+
+
+@dataclass
+class RunStats:
+    """The running counts of a produce run (plain JSON in the run state)."""
+
+    accepted: dict[str, int]
+    slots: dict[str, int]
+    by_split: dict[str, int]
+    by_difficulty: dict[str, int] = field(default_factory=dict)
+    by_category_difficulty: dict[str, dict[str, int]] = field(default_factory=dict)
+    stages: dict[str, StageCounter] = field(default_factory=lambda: {s: StageCounter() for s in STAGE_NAMES})
+    forward_lines: int = 0
+    backward_lines: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in TIMED_STAGES})
+    elapsed_seconds: float = 0.0
+
+    @classmethod
+    def new(cls, categories, splits) -> RunStats:
+        return cls(
+            accepted={c: 0 for c in categories},
+            slots={c: 0 for c in categories},
+            by_split={s: 0 for s in splits},
+            by_category_difficulty={c: {} for c in categories},
+        )
+
+    # ------------------------------------------------------------ counting
+
+    def count_slot(self, category: str, path: tuple[str, ...], reason: RejectReason | None) -> None:
+        """A slot the run consumed: it passed the stages of ``path`` (a worker's stages,
+        in order) up to the one that owns ``reason``, or all of them if accepted."""
+        self.slots[category] += 1
+        stop = len(path) if reason is None else (path.index(reason.stage) if reason.stage in path else len(path) - 1)
+        for name in path[:stop]:
+            self.stages[name].keep()
+        if reason is not None:
+            self.stages[path[stop]].reject(reason)
+
+    def count_row(self, category: str, difficulty: str, split: str, forward_lines: int, backward_lines: int) -> None:
+        self.accepted[category] += 1
+        self.by_split[split] += 1
+        self.by_difficulty[difficulty] = self.by_difficulty.get(difficulty, 0) + 1
+        per_cat = self.by_category_difficulty[category]
+        per_cat[difficulty] = per_cat.get(difficulty, 0) + 1
+        self.forward_lines += forward_lines
+        self.backward_lines += backward_lines
+
+    def add_seconds(self, seconds: dict[str, float]) -> None:
+        for stage, s in seconds.items():
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + s
+
+    def rejects_by_reason(self) -> dict[str, int]:
+        total: Counter = Counter()
+        for counter in self.stages.values():
+            total.update(counter.rejected)
+        return dict(sorted(total.items()))
+
+    # ------------------------------------------------------------ persistence
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["stages"] = {name: c.to_json() for name, c in self.stages.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunStats:
+        return cls(**{**d, "stages": {name: StageCounter.from_json(c) for name, c in d["stages"].items()}})
+
+    def to_stats_json(self, fast: bool) -> dict:
+        """stats.json (keys as since the first release; ``stages`` added with the stage counters)."""
+        total = sum(self.accepted.values())
+        dedup = self.stages["dedup"].rejected
+        elapsed = self.elapsed_seconds
+        return {
+            "total_pairs": total,
+            "by_category": dict(self.accepted),
+            "by_split": dict(self.by_split),
+            "by_difficulty": dict(sorted(self.by_difficulty.items())),
+            "by_category_difficulty": {c: dict(sorted(d.items())) for c, d in self.by_category_difficulty.items()},
+            "avg_forward_lines": round(self.forward_lines / total, 2) if total else 0.0,
+            "avg_backward_lines": round(self.backward_lines / total, 2) if total else 0.0,
+            "kernels_tried": sum(self.slots.values()),
+            "rejects_by_reason": self.rejects_by_reason(),
+            "duplicates_dropped": sum(dedup.values()),
+            "duplicates_by_hash": {"python": dedup.get("duplicate_python", 0), "cuda": dedup.get("duplicate_cuda", 0)},
+            "compile_pass_rate": None if fast else self.stages["compile"].pass_rate(),
+            "execution_pass_rate": None if fast else self.stages["execute"].pass_rate(),
+            "stages": {name: c.to_json() for name, c in self.stages.items()},
+            # timing fields: the only values that differ between two identical runs
+            "generation_time_seconds": round(elapsed, 3),
+            "pairs_per_second": round(total / elapsed, 2) if elapsed else None,
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+        }

@@ -1,0 +1,57 @@
+"""Finishing a produced folder: Parquet shards, stats.json, manifest.json, the card.
+
+The folder is marked complete only after all of them are written (atomically), so a run
+killed while finishing finishes again on the next start.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..contracts.manifest import SPLITS, FileEntry, Manifest
+from ..contracts.row import ROW_SCHEMA
+from ..contracts.stats import RunStats
+from . import store
+from .store import DatasetFolder, RunState
+
+
+def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int = store.SHARD_ROWS, command: str | None = None) -> dict:
+    """Write Parquet, stats, manifest and dataset card for ``state``; mark the run complete.
+
+    ``command`` (default: the command that reproduces ``config``) is what the manifest
+    records; ``shard_rows`` is the rows per Parquet file."""
+    from ..pipeline.config import command_line, versions
+    from ..publish.card import render_card, split_num_bytes
+
+    stats = RunStats.from_json(state.tally).to_stats_json(config.fast)
+    files: list[FileEntry] = []
+    split_files: dict[str, list[str]] = {}
+    for split in SPLITS:
+        for rel, rows in folder.write_parquet(split, shard_rows=shard_rows):
+            files.append(FileEntry(rel, split, rows, store.file_checksum(folder.path(rel))))
+            split_files.setdefault(split, []).append(rel)
+        rel = store.jsonl_path(split)
+        files.append(FileEntry(rel, split, stats["by_split"][split], store.file_checksum(folder.path(rel))))
+    rejects = sum(stats["rejects_by_reason"].values())
+    files.append(FileEntry(store.REJECTS_FILE, None, rejects, store.file_checksum(folder.path(store.REJECTS_FILE))))
+    manifest = Manifest(
+        config=config.to_dict(),
+        versions=versions(),
+        command=command if command is not None else command_line(config),
+        preambles=dict(sorted(state.preambles.items())),
+        files=files,
+    ).to_dict()
+    store.write_json(folder.path("stats.json"), stats)
+    store.write_json(folder.path("manifest.json"), manifest)
+    card = render_card(manifest, stats, ROW_SCHEMA, split_files, num_bytes=split_num_bytes(folder.root, split_files))
+    store.write_text(folder.path("README.md"), card)
+    state.complete = True
+    folder.save_state(state)
+    return stats
+
+
+def load_stats(folder: DatasetFolder) -> dict:
+    p = folder.path("stats.json")
+    if not p.exists():
+        raise store.DatasetError(f"{p}: not found; is {folder.root} a finished cudagen dataset?")
+    return orjson.loads(p.read_bytes())

@@ -1,0 +1,150 @@
+"""Which parts of which batches are in flight, and getting their results back in order.
+
+Results come back strictly in submission (= slot) order.  Parts of a category that is
+predicted to be full are skipped (not run); a wrong guess is repaired by running them
+after all, so the result is what running every needed slot gives.  A crashed worker
+loses every future of its pool: the unit is re-run with crash isolation
+(:func:`.pool.run_isolated`) and the rest is resubmitted to a new pool.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from ..contracts.reject import Reject, RejectReason
+from .config import ProduceConfig
+from .pool import make_executor, run_isolated
+from .work import BatchResult, SlotOutcome, merge_results, run_batch, worker_stages
+
+# Stop instead of looping forever when generators stop yielding valid, new kernels.
+MAX_SLOTS_PER_ROW = 20
+
+
+@dataclass
+class Unit:
+    """A part of a batch in flight: which slots, which categories it skips."""
+
+    batch: int
+    slots: range
+    skip: frozenset
+    counts: Counter  # category -> slots it runs
+    future: Future | None = None
+
+
+def plan_parts(config: ProduceConfig, workers: int) -> int:
+    """Parts to cut each batch into: enough units for every worker to stay busy to the end
+    of a short run.  It changes how work is scheduled, never the rows (work.py)."""
+    if workers <= 1:
+        return 1
+    batches = -(-config.count // config.batch_size)
+    return max(1, min(4, -(-6 * workers // batches), config.batch_size))
+
+
+def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
+    slots = config.batch_slots(batch)
+    bounds = [slots.start + len(slots) * i // parts for i in range(parts + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class Scheduler:
+    def __init__(self, config: ProduceConfig, workers: int, next_batch: int, accepted: Callable[[str], int]):
+        self.config = config
+        self.workers = workers
+        self.accepted = accepted  # category -> rows accepted so far
+        self.executor = make_executor(workers)
+        self.parts = plan_parts(config, workers)
+        self.window = max(1, 2 * self.executor.workers)
+        self.max_batches = -(-config.count * MAX_SLOTS_PER_ROW // config.batch_size) + 1
+        self.units: deque[Unit] = deque()  # submitted, in slot order
+        self.queued: deque[tuple[int, range]] = deque()  # parts of started batches not yet submitted
+        self.inflight: Counter = Counter()  # category -> slots submitted and not yet consumed
+        self.next_batch = next_batch
+
+    def full(self, category: str) -> bool:
+        return self.accepted(category) >= self.config.quota(category)
+
+    def _predicted_full(self, category: str) -> bool:
+        # as if every slot in flight will be accepted (nearly all are); a wrong guess is repaired
+        return self.accepted(category) + self.inflight[category] >= self.config.quota(category)
+
+    def _submit(self, unit: Unit) -> None:
+        unit.future = self.executor.submit(run_batch, self.config, unit.batch, unit.skip, unit.slots)
+
+    def fill(self) -> None:
+        """Submit parts until the window is full (or nothing more is needed)."""
+        config = self.config
+        while len(self.units) < self.window:
+            if not self.queued:
+                if self.next_batch >= self.max_batches:
+                    return
+                self.queued.extend((self.next_batch, r) for r in part_ranges(config, self.next_batch, self.parts))
+                self.next_batch += 1
+            skip = frozenset(c for c in config.categories if self._predicted_full(c))
+            if len(skip) == len(config.categories):
+                return  # what is in flight should finish the run: wait for it
+            batch, slots = self.queued.popleft()
+            counts = Counter(c for c in (config.slot(s)[0] for s in slots) if c not in skip)
+            self.inflight.update(counts)
+            unit = Unit(batch, slots, skip, counts)
+            self._submit(unit)
+            self.units.append(unit)
+
+    def next_part(self) -> tuple[Unit, BatchResult] | None:
+        """The next unit in slot order and its result (repaired), or None if nothing is in flight."""
+        self.fill()
+        if not self.units:
+            return None
+        unit = self.units.popleft()
+        part = self._result(unit)
+        self.inflight.subtract(unit.counts)
+        # Slots skipped on a guess that their category would be full by now, and it is not:
+        # run them now, so the result is what running every needed slot gives.
+        missing = frozenset(c for c in unit.skip if not self.full(c))
+        if missing:
+            repair = Unit(unit.batch, unit.slots, frozenset(self.config.categories) - missing, Counter())
+            self._submit(repair)
+            part = merge_results(unit.batch, [part, self._result(repair)])
+        return unit, part
+
+    def _result(self, unit: Unit) -> BatchResult:
+        try:
+            return unit.future.result()
+        except BrokenProcessPool:
+            # A worker died (a kernel crashed native code): every future of the pool is lost.
+            self.executor.close(kill=True)
+            result = isolate_crash(self.config, unit.batch, unit.slots, unit.skip)
+            self.executor = make_executor(self.workers)
+            for other in self.units:
+                self._submit(other)
+            return result
+
+    def close(self) -> None:
+        self.executor.close(kill=True)  # whatever still runs was speculative: not needed
+
+
+def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset) -> BatchResult:
+    """Re-run ``slots`` of ``batch`` with crash isolation: a slot that crashes its process
+    alone is rejected (``worker_crash``), deterministically; the others run as usual."""
+    live = [s for s in slots if config.slot(s)[0] not in skip]
+    path = tuple(s.name for s in worker_stages(config))
+
+    def crashed(slot: int) -> BatchResult:
+        category, index = config.slot(slot)
+        reject = Reject(slot, category, None, None, RejectReason.WORKER_CRASH, "the worker process died running this kernel alone", "", None)
+        return BatchResult(batch, [SlotOutcome(slot, category, reject=reject, path=path)])
+
+    return merge_results(batch, run_isolated(run_slots_apart, live, crashed, config, batch, skip))
+
+
+def run_slots_apart(config: ProduceConfig, batch: int, skip: frozenset, slots: list[int]) -> list[BatchResult]:
+    """``run_batch`` on ``slots``, its result cut into one result per slot."""
+    whole = run_batch(config, batch, skip, slots)
+    parts = []
+    for i, outcome in enumerate(whole.outcomes):
+        preambles = {outcome.row.preamble_hash: whole.preambles[outcome.row.preamble_hash]} if outcome.row else {}
+        parts.append(BatchResult(batch, [outcome], preambles, whole.stage_seconds if i == 0 else {}, whole.worker_rss_mb))
+    return parts

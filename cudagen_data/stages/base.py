@@ -1,0 +1,54 @@
+"""What every worker stage shares: the item that moves through them, and the step protocol."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..contracts.reject import Reject, RejectReason
+from ..contracts.test_vectors import TestVectors
+from ..extract import ExtractedKernel
+from ..spec import KernelSpec
+
+
+@dataclass
+class Item:
+    """One slot on its way to becoming a row; each stage fills in its part."""
+
+    slot: int
+    category: str
+    index: int
+    spec: KernelSpec | None = None  # generate
+    kernel: ExtractedKernel | None = None  # extract
+    front_ms: float = 0.0  # generate + extract wall time of this item
+    compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call)
+    vectors: TestVectors | None = None  # execute
+
+    def reject(self, reason: RejectReason, detail: str, log: str = "") -> Reject:
+        return Reject.of(self.slot, self.category, self.spec, reason, detail, log)
+
+
+class Stage:
+    """A step: ``stage(items) -> (kept, rejects)``, timed in ``seconds``.
+
+    Subclasses implement :meth:`process` and name the reasons they may reject with."""
+
+    name: str = ""
+    reasons: tuple[RejectReason, ...] = ()
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
+        if not items:
+            return [], []
+        t0 = time.perf_counter()
+        kept, rejects = self.process(items)
+        self.seconds += time.perf_counter() - t0
+        stray = [r.reason for r in rejects if r.reason.stage != self.name]
+        if stray:
+            raise AssertionError(f"stage {self.name} emitted reasons it does not own: {stray}")
+        return kept, rejects
+
+    def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
+        raise NotImplementedError

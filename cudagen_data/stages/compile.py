@@ -1,0 +1,26 @@
+"""compile: NVRTC-compile every kernel (one translation unit per batch, bisected on failure)."""
+
+from __future__ import annotations
+
+from ..contracts.reject import Reject, RejectReason
+from ..extract import compile_units
+from .base import Item, Stage
+
+
+class CompileStage(Stage):
+    name = "compile"
+    reasons = (RejectReason.COMPILE_ERROR,)
+
+    def __init__(self, arch: int) -> None:
+        super().__init__()
+        self.arch = arch
+
+    def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
+        kept, rejects = [], []
+        for item, res in zip(items, compile_units([it.kernel for it in items], arch=self.arch)):
+            if res.ok:
+                item.compile_ms = res.time_ms
+                kept.append(item)
+            else:
+                rejects.append(item.reject(RejectReason.COMPILE_ERROR, res.log.splitlines()[0] if res.log else "", res.log))
+        return kept, rejects

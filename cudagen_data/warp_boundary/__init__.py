@@ -1,0 +1,45 @@
+"""The Warp boundary: the only package that imports ``warp._src`` or changes Warp's state.
+
+Warp's private internals (its code generator, module builder, NVRTC entry point, the
+global function-name counter, the kernel cache) change between Warp versions.  Keeping
+every use of them here means a Warp upgrade is a change to this package only;
+``tests/test_warp_boundary.py`` fails if any other module imports ``warp._src``.
+
+- :mod:`.runtime`: ``warp()`` (init once, quiet, private kernel cache), ``loaded_source``
+  (a source as a throw-away module), ``release_module``, fd-2 capture
+- :mod:`.emit`: the CUDA text Warp emits for one kernel, split into its parts, and
+  :func:`.emit.postprocess_cuda`, the one place emitted text is rewritten
+- :mod:`.nvrtc`: Warp's bundled NVRTC, called with named arguments
+- :mod:`.modules`: many sources as one Warp module (CPU batch builds), GPU loads with a
+  per-call PTX target arch, the compiled-source path in the kernel cache
+"""
+
+from .emit import EmittedCuda, emit_cuda, postprocess_cuda, preamble_length
+from .modules import batch_module, build_module, compile_module_to_ptx, compiled_source_path, load_module_on_gpu, runtime_versions
+from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
+from .runtime import LoadedSource, StatementError, captured_stderr, clear_private_cache, loaded_source, quiet_stderr, release_module, source_filename, warp
+
+__all__ = [
+    "EmittedCuda",
+    "LoadedSource",
+    "NvrtcOptions",
+    "StatementError",
+    "batch_module",
+    "build_module",
+    "captured_stderr",
+    "clear_private_cache",
+    "compile_module_to_ptx",
+    "compiled_source_path",
+    "emit_cuda",
+    "load_module_on_gpu",
+    "loaded_source",
+    "nvrtc_compile",
+    "nvrtc_supported_archs",
+    "postprocess_cuda",
+    "preamble_length",
+    "quiet_stderr",
+    "release_module",
+    "runtime_versions",
+    "source_filename",
+    "warp",
+]

@@ -1,0 +1,104 @@
+"""Warp modules built from our sources: CPU batch builds, GPU loads, the kernel cache."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .runtime import captured_stderr, clear_private_cache, loaded_source, release_module, warp
+
+_batch_counter = 0
+
+
+@contextlib.contextmanager
+def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int) -> Iterator[tuple[object, list, list[str]]]:
+    """Load each ``(python_source, kernel_name)`` and gather its kernel into one Warp module.
+
+    Yields ``(module, kernels, errors)``: the kernel object per source (None where the
+    source failed to load or has no kernel of that name, the reason in ``errors``).
+    Everything is released when the block ends.
+    """
+    global _batch_counter
+    wp = warp()
+    from warp._src.context import Module
+
+    _batch_counter += 1
+    module = Module(f"cudagen_batch_{_batch_counter}", None)
+    module.options["optimization_level"] = optimization_level
+    kernels: list = []
+    errors: list[str] = []
+    with contextlib.ExitStack() as stack:
+        for source, kernel_name in sources:
+            try:
+                # Shared module: @wp.func names must stay unique across the batch.
+                loaded = stack.enter_context(loaded_source(source, fresh_function_names=False))
+            except SyntaxError as exc:
+                kernels.append(None)
+                errors.append(f"SyntaxError: {exc.msg} (line {exc.lineno})")
+                continue
+            kernel = getattr(loaded.module, kernel_name, None)
+            if not isinstance(kernel, wp.Kernel):
+                kernels.append(None)
+                errors.append(loaded.errors[0].message if loaded.errors else f"no kernel named {kernel_name!r}")
+                continue
+            kernel.module = module
+            module.register_kernel(kernel)
+            kernels.append(kernel)
+            errors.append("")
+        try:
+            yield module, kernels, errors
+        finally:
+            release_module(module)
+            clear_private_cache()
+
+
+def build_module(module, device: str) -> str | None:
+    """Build ``module`` for ``device``; the first line of the error, or None."""
+    with captured_stderr() as log:
+        try:
+            module.load(device, block_dim=1 if device == "cpu" else None)
+            return None
+        except Exception as exc:  # noqa: BLE001
+            message = str(exc).strip().splitlines()
+    return (message[0] if message else "build failed") + (f" | {log[0].strip().splitlines()[0]}" if log and log[0].strip() else "")
+
+
+def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int) -> str:
+    """Compile and load ``module`` on a CUDA device; returns how it was built ("ptx sm_86").
+
+    Where Warp emits PTX for this driver it targets ``ptx_arch``.  Warp reads that from
+    its global config at load time, so it is set for this call only and restored.
+    """
+    wp = warp()
+    dev = wp.get_device(device)
+    saved = wp.config.ptx_target_arch
+    wp.config.ptx_target_arch = ptx_arch
+    try:
+        module.load(dev, block_dim=block_dim)
+        return f"{dev.get_cuda_output_format()} sm_{dev.get_cuda_compile_arch()}"
+    finally:
+        wp.config.ptx_target_arch = saved
+
+
+def compile_module_to_ptx(module, arch: int, folder: str) -> str:
+    """Compile a module's CUDA to PTX in ``folder`` the way a GPU load would (no GPU
+    needed); returns the translation unit Warp compiled."""
+    module._compile(None, folder, f"module.sm{arch}.ptx", arch, use_ptx=True)
+    return next(Path(folder).glob("*.cu")).read_text(encoding="utf-8")
+
+
+def compiled_source_path(module, block_dim: int) -> str:
+    """Where Warp's kernel cache keeps the source it compiled for this module variant."""
+    wp = warp()
+    ident = module.get_module_identifier(block_dim)
+    return os.path.join(wp.config.kernel_cache_dir, ident, ident + ".cu")
+
+
+def runtime_versions() -> dict[str, int | None]:
+    """The CUDA driver and toolkit versions Warp found (None without a driver)."""
+    warp()
+    from warp._src.context import runtime
+
+    return {"driver": runtime.driver_version, "toolkit": runtime.toolkit_version}

@@ -1,0 +1,202 @@
+"""Structure rules of the package (issue #15): one Warp boundary, contracts that own their
+formats, stages that own their reasons, one bisection."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+
+import cudagen_data
+from cudagen_data.bisect import bisect_failures, halves
+from cudagen_data.contracts import ROW_SCHEMA, SPLITS, FileEntry, Manifest, ManifestError, Reject, RejectReason, Row, RunStats
+from cudagen_data.contracts.row import COLUMN_DOCS, SUBFIELD_DOCS
+from cudagen_data.stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage
+from cudagen_data.stages.dedup import DedupStage
+
+PACKAGE = Path(cudagen_data.__file__).parent
+BOUNDARY = PACKAGE / "warp_boundary"
+
+
+def _imports_warp_internals(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith("warp._src")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("warp._src") or (node.module == "warp" and any(a.name == "_src" for a in node.names)):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Attribute) and node.attr == "_src":
+            found.append(f"line {node.lineno}: attribute ._src")
+    return found
+
+
+def test_only_the_warp_boundary_touches_warp_internals():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if BOUNDARY in path.parents:
+            continue
+        offenders += [f"{path.relative_to(PACKAGE.parent)}: {hit}" for hit in _imports_warp_internals(path)]
+    assert not offenders, "warp._src used outside cudagen_data/warp_boundary/:\n" + "\n".join(offenders)
+
+
+def test_the_scan_sees_every_form_of_import(tmp_path):
+    # The check above must be able to fail: each form of reaching warp._src is caught.
+    for text in ("import warp._src.context", "from warp._src import codegen", "from warp import _src", "import warp as wp\nx = wp._src.context"):
+        p = tmp_path / "m.py"
+        p.write_text(text)
+        assert _imports_warp_internals(p), text
+    assert _imports_warp_internals(BOUNDARY / "emit.py")  # the boundary itself does use them
+
+
+def test_row_schema_is_derived_from_the_row_contract():
+    names = [f.name for f in dataclasses.fields(Row)]
+    assert names == ROW_SCHEMA.names
+    assert set(COLUMN_DOCS) == set(names) and all(COLUMN_DOCS.values())
+    for f in ROW_SCHEMA:
+        if pa.types.is_struct(f.type):
+            assert [c.name for c in f.type] == list(SUBFIELD_DOCS[f.name]) and all(SUBFIELD_DOCS[f.name].values())
+    # the card's corrected meaning of seed / index (issue #15)
+    assert "root seed" in SUBFIELD_DOCS["metadata"]["seed"] and "Per-category" in SUBFIELD_DOCS["metadata"]["index"]
+
+
+def test_row_serializes_in_column_order():
+    from test_produce import _outcome  # a minimal Row
+
+    row = _outcome(3, "a", "p", "c").row
+    assert list(orjson.loads(orjson.dumps(row))) == ROW_SCHEMA.names
+    assert orjson.dumps(row) == orjson.dumps(row.to_dict())
+    assert Row.from_dict(row.to_dict()) == row
+    pa.Table.from_pylist([row.to_dict()], schema=ROW_SCHEMA)  # the Arrow schema accepts it
+
+
+def test_every_reason_has_one_owning_stage():
+    stages = {s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, DedupStage)}
+    for reason in RejectReason:
+        assert reason.stage in stages, reason
+    owned = [r for s in stages.values() for r in s.reasons]
+    assert sorted(owned, key=str) == sorted(RejectReason, key=str)  # each reason in exactly one stage
+    assert RejectReason.EXECUTION_ERROR in ExecuteStage.reasons
+    assert f"{RejectReason.NAN_OUTPUT}" == "nan_output" and orjson.dumps(RejectReason.NAN_OUTPUT) == b'"nan_output"'
+
+
+def test_pass_rates_come_from_stage_counters():
+    stats = RunStats.new(("a",), SPLITS)
+    path = ("generate", "extract", "compile", "execute")
+    for _ in range(6):
+        stats.count_slot("a", path, None)
+    stats.count_slot("a", path, RejectReason.CODEGEN_ERROR)
+    stats.count_slot("a", path, RejectReason.COMPILE_ERROR)
+    stats.count_slot("a", path, RejectReason.EXECUTION_ERROR)  # the reason the old subtraction forgot
+    stats.count_slot("a", path, RejectReason.WORKER_CRASH)
+    out = stats.to_stats_json(fast=False)
+    assert out["kernels_tried"] == 10
+    assert out["stages"]["compile"] == {"in": 9, "kept": 8, "rejected": {"compile_error": 1}}
+    assert out["compile_pass_rate"] == round(8 / 9, 4)
+    assert out["execution_pass_rate"] == round(6 / 8, 4)
+    assert RunStats.from_json(orjson.loads(orjson.dumps(stats.to_json()))) == stats
+    fast = RunStats.new(("a",), SPLITS)
+    fast.count_slot("a", ("generate", "extract"), RejectReason.WORKER_CRASH)  # charged to the last stage run
+    assert fast.stages["extract"].rejected == {"worker_crash": 1}
+
+
+def test_manifest_parser_names_the_problem(tmp_path):
+    good = Manifest(config={}, versions={}, command="c", preambles={}, files=[FileEntry("data/train-00000-of-00001.parquet", "train", 3, "ab")])
+    assert Manifest.from_dict(orjson.loads(orjson.dumps(good.to_dict()))) == good
+    with pytest.raises(ManifestError, match="not found"):
+        Manifest.read(tmp_path)
+    for bad, match in [
+        ({**good.to_dict(), "format": "x"}, "'format'"),
+        ({**good.to_dict(), "files": [{"path": "../x.parquet", "split": "train", "rows": 1}]}, "relative"),
+        ({**good.to_dict(), "files": [{"path": "d/a.parquet", "split": "dev", "rows": 1}]}, "not one of"),
+        ({**good.to_dict(), "files": [{"path": "d/a.parquet", "split": "train", "rows": -1}]}, "not a count"),
+    ]:
+        with pytest.raises(ManifestError, match=match):
+            Manifest.from_dict(bad)
+
+
+def test_bisection_isolates_exactly_the_failing_items():
+    calls = []
+
+    def attempt(group):
+        calls.append(list(group))
+        if any(x in (3, 8) for x in group) and len(group) > 1:
+            return None
+        return [("bad" if x in (3, 8) else "ok", x) for x in group]
+
+    out = bisect_failures(list(range(10)), attempt)
+    assert out == [("bad" if x in (3, 8) else "ok", x) for x in range(10)]
+    assert calls[0] == list(range(10)) and [3] in calls and [8] in calls
+    assert halves([1, 2, 3]) == ([1], [2, 3])
+    with pytest.raises(ValueError):
+        bisect_failures([1], lambda g: None)
+
+
+def test_dedup_reject_matches_the_reject_contract():
+    from test_produce import _outcome
+
+    dedup = DedupStage()
+    first, second = _outcome(0, "a", "p", "c").row, _outcome(1, "a", "p", "d").row
+    assert dedup.check(first, 0) is None
+    reject = dedup.check(second, 1)
+    assert isinstance(reject, Reject) and reject.reason is RejectReason.DUPLICATE_PYTHON
+    assert list(orjson.loads(orjson.dumps(reject))) == ["slot", "category", "index", "kernel_name", "reason", "detail", "log", "python_source"]
+
+
+def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """module -> modules of ``package`` it imports (anywhere in the file; not under TYPE_CHECKING)."""
+    graph: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        mod = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        pkg = ".".join(parts[:-1])
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+                skip |= {id(n) for n in ast.walk(node)}
+        deps = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+                deps.add(target)
+                deps |= {f"{target}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        graph[mod] = {d for d in deps if d.startswith(package)}
+    modules = set(graph)
+    return {m: {d for d in deps if d in modules and d != m} for m, deps in graph.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found, state = [], {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                found.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_package_has_no_import_cycles():
+    # lazy (function-level) imports count: they were how generators/basic hid two cycles
+    graph = _import_graph(PACKAGE, "cudagen_data")
+    # a package's __init__ importing its submodules is not a cycle of the synthesis code
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    assert not _cycles(graph), _cycles(graph)
+    assert _cycles({"a": {"b"}, "b": {"a"}})  # the check can fail
