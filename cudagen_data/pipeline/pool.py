@@ -19,6 +19,11 @@ from typing import Any
 
 from ..bisect import bisect_failures
 
+# How an executor reports that a worker died running a task: the task's future fails with
+# this (or a subclass).  The scheduler then re-runs the task with crash isolation.  Every
+# executor (a cluster one included) must report a dead worker this way.
+WorkerLost = BrokenProcessPool
+
 
 class InlineExecutor:
     workers = 1
@@ -88,7 +93,7 @@ def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *
         solo = make_executor(1)
         try:
             return solo.submit(fn, *args, list(group)).result()
-        except BrokenProcessPool:
+        except WorkerLost:
             return [crashed(group[0])] if len(group) == 1 else None
         finally:
             solo.close(kill=True)

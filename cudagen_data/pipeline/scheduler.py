@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from ..contracts.reject import Reject, RejectReason
 from .config import ProduceConfig
-from .pool import make_executor, run_isolated
+from .pool import WorkerLost, make_executor, run_isolated
 from .work import BatchResult, SlotOutcome, merge_results, run_batch, worker_stages
 
 # Stop instead of looping forever when generators stop yielding valid, new kernels.
@@ -113,7 +112,7 @@ class Scheduler:
     def _result(self, unit: Unit) -> BatchResult:
         try:
             return unit.future.result()
-        except BrokenProcessPool:
+        except WorkerLost:
             # A worker died (a kernel crashed native code): every future of the pool is lost.
             self.executor.close(kill=True)
             result = isolate_crash(self.config, unit.batch, unit.slots, unit.skip)
