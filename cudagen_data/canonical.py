@@ -159,22 +159,29 @@ def canonical_shape(source: str) -> str:
     return ast.unparse(_NumberEraser().visit(_canonical_tree(source)))
 
 
-def _hash(text: str) -> str:
+def text_hash(text: str) -> str:
+    """The one hash of text in rows: 16 hex digits, xxh3_64 of the UTF-8 bytes
+    (``python_hash``, ``shape_hash``, ``preamble_hash``, ``cuda_hash``)."""
     return xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
+
+
+def cuda_hash(forward: str, backward: str) -> str:
+    """A row's ``cuda_hash``: of its forward and backward CUDA (dedup on CUDA text)."""
+    return text_hash(forward + backward)
 
 
 def python_hash(source: str) -> str:
     """16 hex digits: xxh3_64 of :func:`canonical_python`."""
-    return _hash(canonical_python(source))
+    return text_hash(canonical_python(source))
 
 
 def shape_hash(source: str) -> str:
     """16 hex digits: xxh3_64 of :func:`canonical_shape`."""
-    return _hash(canonical_shape(source))
+    return text_hash(canonical_shape(source))
 
 
 def canonical_hashes(source: str) -> tuple[str, str]:
     """(:func:`python_hash`, :func:`shape_hash`) with one parse: what a row needs."""
     tree = _canonical_tree(source)
     python = ast.unparse(tree)
-    return _hash(python), _hash(ast.unparse(_NumberEraser().visit(tree)))
+    return text_hash(python), text_hash(ast.unparse(_NumberEraser().visit(tree)))

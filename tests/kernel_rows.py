@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from cudagen_data.extract import extract_source
 from cudagen_data.pipeline.config import ProduceConfig, versions
-from cudagen_data.pipeline.work import _hash, build_row
+from cudagen_data.canonical import text_hash
+from cudagen_data.pipeline.work import build_row
 from cudagen_data.spec import ArgSpec, KernelSpec
 from cudagen_data.execution import execute_specs, test_vectors
 
@@ -144,7 +145,7 @@ def make_rows(names: list[str]) -> list[dict]:
     for spec, run in zip(specs, runs):
         assert run.ok, f"{spec.kernel_name}: {run.reason} {run.detail}"
         kernel = extract_source(spec.python_source, block_dim=spec.block_dim or 256, arch=config.arch).kernels[0]
-        rows.append(build_row(config, 0, spec, kernel, _hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]).to_dict())
+        rows.append(build_row(config, 0, spec, kernel, text_hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]).to_dict())
     return rows
 
 

@@ -200,3 +200,20 @@ def test_package_has_no_import_cycles():
     graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
     assert not _cycles(graph), _cycles(graph)
     assert _cycles({"a": {"b"}, "b": {"a"}})  # the check can fail
+
+
+def test_nvrtc_named_arguments_match_warps_c_signature():
+    # A Warp upgrade that changes wp_cuda_compile_program's arguments must fail here, not
+    # in a silent mis-call: the named options map onto exactly Warp's ctypes argtypes.
+    from cudagen_data import warp_boundary
+
+    warp_boundary.warp()
+    from warp._src.context import runtime  # tests may look inside Warp; the package may not
+
+    argtypes = runtime.core.wp_cuda_compile_program.argtypes
+    args = warp_boundary.NvrtcOptions(arch=86).c_arguments("int x;", b"/inc")
+    assert len(args) == len(argtypes)
+    ok, log = warp_boundary.nvrtc_compile("extern \"C\" __global__ void k(float* y) { y[0] = 1.0f; }", warp_boundary.NvrtcOptions(arch=86))
+    assert ok, log
+    ok, log = warp_boundary.nvrtc_compile("__global__ void k() { undefined_name; }", warp_boundary.NvrtcOptions(arch=86))
+    assert not ok and "undefined_name" in log

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
-import xxhash
 
 from .. import canonical
 from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
@@ -94,7 +93,7 @@ def check_hashes(row: dict) -> list[str]:
         problems.append("id is not the python hash")
     if canonical.shape_hash(src) != row["shape_hash"]:
         problems.append("shape_hash does not match python_source")
-    if xxhash.xxh3_64_hexdigest((row["cuda_forward"] + row["cuda_backward"]).encode()) != row["cuda_hash"]:
+    if canonical.cuda_hash(row["cuda_forward"], row["cuda_backward"]) != row["cuda_hash"]:
         problems.append("cuda_hash does not match cuda_forward + cuda_backward")
     return problems
 
@@ -203,7 +202,7 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
             # A lone file: regenerate the preamble from the source itself.
             rep = extract_source(row["python_source"], block_dim=row["block_dim"] or 256)
             preamble = rep.kernels[0].preamble if rep.kernels else None
-            if preamble is None or xxhash.xxh3_64_hexdigest(preamble.encode()) != row["preamble_hash"]:
+            if preamble is None or canonical.text_hash(preamble) != row["preamble_hash"]:
                 fail(where, row, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
                 continue
         runnable.append((where, row, preamble))

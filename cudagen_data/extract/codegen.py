@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import xxhash
-
-from .. import warp_boundary
+from .. import canonical, warp_boundary
 
 DEFAULT_ARCH = 86  # Ampere PTX: NVRTC-valid, and loadable by the driver on every newer GPU
 DEFAULT_BLOCK_DIM = 256
@@ -40,7 +38,7 @@ class ExtractedKernel:
     @property
     def cuda_hash(self) -> str:
         """The hash rows carry as ``cuda_hash`` (dedup on CUDA text)."""
-        return xxhash.xxh3_64_hexdigest((self.forward + self.backward).encode())
+        return canonical.cuda_hash(self.forward, self.backward)
 
     @property
     def forward_lines(self) -> int:

@@ -16,16 +16,11 @@ A difference is *drift* when the installed Warp is not the version that made the
 
 from __future__ import annotations
 
-import xxhash
-
 from .. import warp_boundary
+from ..canonical import text_hash
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
 
 PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
-
-
-def _hash(text: str) -> str:
-    return xxhash.xxh3_64_hexdigest(text.encode())
 
 
 def regenerate(row: dict) -> list[str]:
@@ -36,7 +31,7 @@ def regenerate(row: dict) -> list[str]:
         why = report.errors[0].message if report.errors else f"no kernel named {row['kernel_name']!r}"
         return [f"codegen failed: {why}"]
     differs = [name for name, column in PARTS if getattr(kernel, name) != row[column]]
-    if _hash(kernel.preamble) != row["preamble_hash"]:
+    if text_hash(kernel.preamble) != row["preamble_hash"]:
         differs.insert(0, "preamble")
     return differs
 
@@ -45,7 +40,7 @@ def compiled_matches(text: str, row: dict) -> list[str]:
     """The recorded parts missing from a compiled translation unit ([] if all are there)."""
     missing = []
     end = warp_boundary.preamble_length(text)
-    if end < 0 or _hash(text[:end]) != row["preamble_hash"]:
+    if end < 0 or text_hash(text[:end]) != row["preamble_hash"]:
         missing.append("preamble")
     for name, column in PARTS:
         if row[column] and row[column] not in text:

@@ -15,7 +15,6 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
-import xxhash
 
 from .. import canonical
 from ..contracts.reject import Reject
@@ -45,10 +44,6 @@ class BatchResult:
     preambles: dict[str, str] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     worker_rss_mb: float = 0.0  # resident memory of the process that ran the batch, at its end
-
-
-def _hash(text: str) -> str:
-    return xxhash.xxh3_64_hexdigest(text.encode())
 
 
 def worker_stages(config: ProduceConfig) -> list[Stage]:
@@ -93,7 +88,7 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
     status = "skipped" if config.fast else "ok"
     for item in items:
         kernel = item.kernel
-        preamble_hash = _hash(kernel.preamble)
+        preamble_hash = canonical.text_hash(kernel.preamble)
         result.preambles.setdefault(preamble_hash, kernel.preamble)
         generation_ms = round(item.front_ms + item.compile_ms + share, 3)
         outcomes[item.slot].row = build_row(config, batch, item.spec, kernel, preamble_hash, item.vectors, status, generation_ms, round(item.compile_ms, 3), warp_version)
