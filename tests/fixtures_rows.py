@@ -10,8 +10,6 @@ manifest.json, rejects.jsonl, .cudagen/, README.md).
 from __future__ import annotations
 
 import random
-from collections import Counter
-from pathlib import Path
 
 import orjson
 import xxhash

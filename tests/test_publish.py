@@ -26,7 +26,8 @@ import yaml
 from cudagen_data.contracts.row import COLUMNS, ROW_SCHEMA
 from cudagen_data.publish import PublishError
 from cudagen_data.publish import card, export, hub
-from cudagen_data.publish.splits import SPLITS, assign_split, split_point, validate_ratios
+from cudagen_data.contracts import SPLITS
+from cudagen_data.publish.splits import assign_split, split_point, validate_ratios
 
 import fixtures_rows
 

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
-import orjson
 
 from .. import __version__, warp_boundary
 from ..contracts.manifest import Manifest, ManifestError

@@ -4,7 +4,7 @@ exports and the Hugging Face Hub upload.
 Submodules (import them directly; ``card`` and ``hub`` pull in ``datasets`` /
 ``huggingface_hub``, which are slow to import, so this package does not import them):
 
-- :mod:`.splits`: ``assign_split(shape_hash, ratios)`` and ``SPLITS``
+- :mod:`.splits`: ``assign_split(shape_hash, ratios)`` (``SPLITS``: contracts.manifest)
 - :mod:`.card`: ``render_card(manifest, stats, schema, split_files)`` -> README.md text
 - :mod:`.export`: ``export(folder, fmt, out)`` -> instruction-tuning JSONL
 - :mod:`.hub`: ``plan_upload(folder)``, ``publish(folder, repo_id, ...)``
@@ -18,6 +18,7 @@ class PublishError(Exception):
     bad repo id, ...).  The message is one line and names the file at fault."""
 
 
-from cudagen_data.publish.splits import SPLITS, assign_split  # noqa: E402  (cheap, no heavy deps)
+from cudagen_data.contracts.manifest import SPLITS  # noqa: E402
+from cudagen_data.publish.splits import assign_split  # noqa: E402  (cheap, no heavy deps)
 
 __all__ = ["PublishError", "SPLITS", "assign_split"]

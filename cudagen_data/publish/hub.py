@@ -45,7 +45,7 @@ from cudagen_data.publish.folder import (
     read_json,
     verify_data_file,
 )
-from cudagen_data.publish.splits import SPLITS
+from cudagen_data.contracts.manifest import SPLITS
 
 REJECTS = "rejects.jsonl"
 DATA_DIR = "data/"

@@ -19,8 +19,6 @@ from functools import lru_cache
 
 import xxhash
 
-from ..contracts.manifest import SPLITS
-
 DEFAULT_RATIOS = (0.98, 0.01, 0.01)
 
 _SALT = b"cudagen-data/split/v1:"
