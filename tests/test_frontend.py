@@ -51,7 +51,11 @@ def test_options_are_warps_own(capfd, kernel, monkeypatch):
     assert nvrtc_compile(kernel.translation_unit(), arch=86)[0]
     printed = capfd.readouterr().out.split("NVRTC options:\n", 1)[1].splitlines()
     warp_opts = [ln for ln in printed if ln.startswith("-")]
-    assert warp_opts and frontend_options(86) == warp_opts + ["--fdevice-syntax-only"]
+    include_dir = frontend.warp_include_dir()
+    assert warp_opts == frontend.warp_options(86, include_dir=include_dir, precompiled_headers=False)
+    # the check: Warp's options with Warp's default precompiled headers, syntax only
+    with_pch = warp_opts[:2] + ["-pch"] + warp_opts[2:]
+    assert frontend_options(86) == with_pch + ["--fdevice-syntax-only"]
 
 
 def test_good_kernel_passes_and_info_is_recorded(kernel):
