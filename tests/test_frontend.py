@@ -115,3 +115,8 @@ def test_unknown_warp_version_is_a_clear_error(monkeypatch):
     _version_is(monkeypatch, {"warp-lang": "9.9.9"})
     with pytest.raises(NvrtcUnavailable, match="warp-lang 9.9.9: its NVRTC version is not known"):
         frontend._Nvrtc()
+
+
+def test_unsupported_arch_is_a_clear_error(kernel):
+    with pytest.raises(ValueError, match="arch 12 is not supported by NVRTC 13.4.92"):
+        frontend_check(kernel.translation_unit(), arch=12)

@@ -16,7 +16,8 @@ NVRTC's program log ("" when it compiles), e.g.
 ``cudagen.cu(61): error: identifier "this_is_not_cuda" is undefined`` (paths into
 Warp's headers are written ``warp/native/...``, never this machine's).
 
-A missing NVRTC, or one of another version than Warp's, raises
+An arch NVRTC does not support raises ``ValueError``.  A missing NVRTC, or one of
+another version than Warp's, raises
 :class:`NvrtcUnavailable` with a one-line message naming what to install.
 """
 
@@ -128,6 +129,17 @@ class _Nvrtc:
             raise NvrtcUnavailable(f"{_need(version)} ({path} is NVRTC {major.value}.{minor.value})")
         self.version = version
         self.include_dir = warp_include_dir()
+        count = ctypes.c_int()
+        lib.nvrtcGetNumSupportedArchs(ctypes.byref(count))
+        archs = (ctypes.c_int * count.value)()
+        lib.nvrtcGetSupportedArchs(archs)
+        self.supported_archs = frozenset(archs)
+
+    def options(self, arch: int) -> list[str]:
+        if arch not in self.supported_archs:
+            supported = ", ".join(str(a) for a in sorted(self.supported_archs))
+            raise ValueError(f"arch {arch} is not supported by NVRTC {self.version} (supported: {supported})")
+        return warp_options(arch, include_dir=self.include_dir) + [SYNTAX_ONLY]
 
     def compile(self, source: str, options: Sequence[str]) -> tuple[bool, str]:
         lib = self.lib
@@ -196,10 +208,10 @@ def nvrtc_info(arch: int) -> NvrtcInfo:
     """Package, version and options of the front-end check for ``arch`` (loads the library,
     so a missing or mismatched NVRTC fails here, before any work)."""
     lib = _nvrtc()
-    return NvrtcInfo(NVRTC_PACKAGE, lib.version, tuple(warp_options(arch, include_dir=lib.include_dir) + [SYNTAX_ONLY]))
+    return NvrtcInfo(NVRTC_PACKAGE, lib.version, tuple(lib.options(arch)))
 
 
 def frontend_check(cuda_source: str, *, arch: int) -> tuple[bool, str]:
     """Parse and type-check one CUDA translation unit as Warp would compile it; (ok, log)."""
     lib = _nvrtc()
-    return lib.compile(cuda_source, warp_options(arch, include_dir=lib.include_dir) + [SYNTAX_ONLY])
+    return lib.compile(cuda_source, lib.options(arch))
