@@ -214,6 +214,29 @@ def gpu_validate(
     raise typer.Exit(run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress))
 
 
+@app.command("eval")
+def eval_command(
+    predictions: Path = typer.Argument(..., help="JSONL: one {\"id\", \"cuda_forward\", \"cuda_backward\" (optional)} per line; several per id for pass@k."),
+    dataset: Path = typer.Option(..., "--dataset", help="A dataset folder (or one .jsonl / .parquet file of rows)."),
+    split: str = typer.Option("test", "--split", help="The split the ids belong to."),
+    device: str = typer.Option("cpu", "--device", help="cpu (structure + compile) or cuda:N (and run on the GPU)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the fresh inputs (default: secret, from os.urandom; recorded in the report)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="GPU worker processes (default: CPU cores)."),
+) -> None:
+    """Score model-written CUDA against a dataset's rows: structure, NVRTC compile, GPU run (see GPU_TESTING.md)."""
+    from .eval import EvalInputError, evaluate, format_report
+    from .eval.pool import PoolError
+
+    try:
+        rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers, report_path=report)
+    except (EvalInputError, PoolError) as exc:
+        _fail(str(exc), 2)
+    typer.echo(format_report(rep))
+    if report:
+        typer.echo(f"JSON report: {report}")
+
+
 @app.command()
 @expected_errors
 def publish(

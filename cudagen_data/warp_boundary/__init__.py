@@ -12,18 +12,22 @@ every use of them here means a Warp upgrade is a change to this package only;
 - :mod:`.nvrtc`: Warp's bundled NVRTC, called with named arguments
 - :mod:`.modules`: many sources as one Warp module (CPU batch builds), GPU loads with a
   per-call PTX target arch, the compiled-source path in the kernel cache
+- :mod:`.substitute`: a module that compiles other CUDA in place of parts of Warp's
+  (``cudagen eval``), and a kernel cache of its own for such builds
 """
 
 from .emit import EmittedCuda, emit_cuda, postprocess_cuda, preamble_length
 from .modules import batch_module, build_module, compile_module_to_ptx, compiled_source_path, load_module_on_gpu, runtime_versions
 from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
 from .runtime import LoadedSource, StatementError, captured_stderr, clear_private_cache, loaded_source, quiet_stderr, release_module, source_filename, warp
+from .substitute import SubstitutionMissing, fresh_kernel_cache, substituted_cuda
 
 __all__ = [
     "EmittedCuda",
     "LoadedSource",
     "NvrtcOptions",
     "StatementError",
+    "SubstitutionMissing",
     "batch_module",
     "build_module",
     "captured_stderr",
@@ -31,6 +35,7 @@ __all__ = [
     "compile_module_to_ptx",
     "compiled_source_path",
     "emit_cuda",
+    "fresh_kernel_cache",
     "load_module_on_gpu",
     "loaded_source",
     "nvrtc_compile",
@@ -41,5 +46,6 @@ __all__ = [
     "release_module",
     "runtime_versions",
     "source_filename",
+    "substituted_cuda",
     "warp",
 ]

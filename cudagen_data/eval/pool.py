@@ -1,0 +1,270 @@
+"""Worker processes for the run stage: a candidate that crashes fails only itself.
+
+Each worker is a spawned process with its own CUDA context.  A job is one row and the
+candidates for it that compiled: the worker computes the row's reference once
+(reference.py; cached for later jobs of the same row), then builds and runs each
+candidate in turn (run.py), sending one outcome per candidate as it finishes.  When a
+worker dies (a segfault in a candidate, say) the parent knows which candidate was in
+flight: that one fails with the reason, the rest of the job goes to a fresh worker.  A
+candidate that leaves the CUDA context unusable (an illegal address is sticky) is
+reported by the worker itself, which then exits; the pool starts another.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+
+EXIT_CONTEXT_LOST = 3
+REFERENCE_CACHE = 64  # rows whose reference a worker keeps
+# A candidate that never finishes (an endless loop on the GPU) must not stall the run: its
+# worker is killed and it fails.  The row's CPU reference (a Warp CPU build of the kernel
+# and its float64 twin) gets longer.
+CANDIDATE_TIMEOUT = 120.0
+REFERENCE_TIMEOUT = 600.0
+
+
+@dataclass
+class Job:
+    row: dict
+    seed: int
+    candidates: list[tuple[int, str, str | None]]  # (key, forward, backward or None)
+
+
+@dataclass
+class Outcome:
+    key: int
+    stage: str  # "compile" (the GPU build failed) or "run"
+    ok: bool
+    detail: str = ""
+    build: str = ""
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def process_job(job: Job, device: str, cache: OrderedDict):
+    """Yield ("reference", notes) then ("outcome", Outcome) per candidate; a lost CUDA
+    context yields ("context_lost", None) last."""
+    from .reference import ReferenceUnavailable, compute_reference
+    from .run import CandidateBuildFailed, candidate_kernel, judge_set, run_guarded
+
+    key = (str(job.row["id"]), job.seed)
+    ref = cache.get(key)
+    if ref is None:
+        try:
+            ref = compute_reference(job.row, job.seed)
+        except ReferenceUnavailable as exc:
+            ref = exc
+        cache[key] = ref
+        while len(cache) > REFERENCE_CACHE:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    yield "reference", None
+    for ckey, forward, backward in job.candidates:
+        t0 = time.perf_counter()
+        if isinstance(ref, Exception):
+            yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}")
+            continue
+        try:
+            with candidate_kernel(job.row, forward, backward, device) as (kernel, built):
+                failures = []
+                has_backward = bool(job.row["cuda_backward"])
+                for s in ref.sets:
+                    got = run_guarded(ref.spec, kernel, device, s.inputs, s.output_grads, has_backward)
+                    failures += judge_set(ref, s, got)
+                    if failures:
+                        break
+            outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=list(ref.notes))
+        except CandidateBuildFailed as exc:
+            outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
+            outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}")
+        outcome.seconds = time.perf_counter() - t0
+        if device.startswith("cuda") and not _context_usable(device):
+            outcome.ok = False
+            outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "left the CUDA context unusable"
+            yield "outcome", outcome
+            yield "context_lost", None
+            return
+        yield "outcome", outcome
+
+
+def _context_usable(device: str) -> bool:
+    from .. import warp_boundary
+
+    wp = warp_boundary.warp()
+    try:
+        with warp_boundary.quiet_stderr():
+            wp.synchronize_device(device)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _worker_main(conn, device: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .. import warp_boundary
+
+    warp_boundary.warp()
+    cache: OrderedDict = OrderedDict()
+    conn.send(("ready", None))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        for kind, payload in process_job(job, device, cache):
+            if kind == "context_lost":
+                conn.close()
+                os._exit(EXIT_CONTEXT_LOST)
+            conn.send((kind, payload))
+        warp_boundary.clear_private_cache()
+        conn.send(("done", None))
+
+
+class _Worker:
+    def __init__(self, ctx, device: str):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, device), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: Job | None = None
+        self.done: set[int] = set()
+        self.referenced = False
+        self.ready = False  # it has started Warp and can take work
+        self.progress = time.monotonic()  # when it last reported anything
+        self.timed_out = False
+        self.rows: set[str] = set()  # rows whose reference it holds
+
+    def give(self, job: Job) -> None:
+        self.job, self.done, self.referenced = job, set(), False
+        self.progress = time.monotonic()
+        self.rows.add(str(job.row["id"]))
+        try:
+            self.conn.send(job)
+        except (BrokenPipeError, OSError):
+            pass  # it died: the loop sees its sentinel
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+class PoolError(RuntimeError):
+    """Workers die before doing any work (an environment problem)."""
+
+
+class WorkerPool:
+    """``workers`` processes on ``device``, kept between calls of :meth:`run`."""
+
+    def __init__(self, device: str, workers: int, *, candidate_timeout: float = CANDIDATE_TIMEOUT, reference_timeout: float = REFERENCE_TIMEOUT):
+        self.device = device
+        self.candidate_timeout, self.reference_timeout = candidate_timeout, reference_timeout
+        self.ctx = multiprocessing.get_context("spawn")
+        self.workers = [_Worker(self.ctx, device) for _ in range(max(1, workers))]
+        self.restarts = 0
+
+    def run(self, jobs: list[Job]) -> dict[int, Outcome]:
+        results: dict[int, Outcome] = {}
+        queue: deque[Job] = deque(jobs)
+        startup_deaths = 0
+        while queue or any(w.job for w in self.workers):
+            for w in self.workers:
+                if w.job is None and queue:
+                    rid = str(queue[0].row["id"])
+                    # a job for a row this worker has the reference of, if any waits
+                    pick = next((j for j in queue if str(j.row["id"]) in w.rows), None) if rid not in w.rows else queue[0]
+                    pick = pick or queue[0]
+                    queue.remove(pick)
+                    w.give(pick)
+            busy = [w for w in self.workers if w.job is not None]
+            ready = list(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=5.0))
+            now = time.monotonic()
+            for w in busy:
+                limit = self.candidate_timeout if w.referenced else self.reference_timeout
+                if w.ready and w.conn not in ready and now - w.progress > limit and w.proc.is_alive():
+                    w.timed_out = True
+                    w.proc.kill()
+                    w.proc.join(timeout=30)
+                    ready.append(w.proc.sentinel)
+            for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
+                if self._drain(w, results):
+                    continue
+                self.restarts += 1
+                job = w.job
+                left = [c for c in job.candidates if c[0] not in w.done]
+                if not w.ready:  # it never started: not the job's fault
+                    startup_deaths += 1
+                    if startup_deaths > 3:
+                        raise PoolError(f"worker processes die while starting ({_exit_reason(w.proc.exitcode)})")
+                    queue.appendleft(Job(job.row, job.seed, left))
+                elif not w.referenced:  # the row's own kernel crashed the CPU reference run
+                    what = f"took over {self.reference_timeout:.0f} s" if w.timed_out else f"crashed its worker ({_exit_reason(w.proc.exitcode)})"
+                    why = f"not judged: the CPU reference run of the row's own kernel {what}"
+                    for key, _, _ in left:
+                        results[key] = Outcome(key, "run", False, why)
+                elif left:
+                    if w.proc.exitcode != EXIT_CONTEXT_LOST:  # the candidate in flight crashed it
+                        culprit, left = left[0], left[1:]
+                        why = (f"did not finish within {self.candidate_timeout:.0f} s (worker killed)" if w.timed_out
+                               else f"crashed its worker: {_exit_reason(w.proc.exitcode)}")  # fmt: skip
+                        results[culprit[0]] = Outcome(culprit[0], "run", False, why)
+                    if left:
+                        queue.appendleft(Job(job.row, job.seed, left))
+                self.workers[self.workers.index(w)] = _Worker(self.ctx, self.device)
+        return results
+
+    def _drain(self, w: _Worker, results: dict[int, Outcome]) -> bool:
+        try:
+            while w.conn.poll():
+                kind, payload = w.conn.recv()
+                w.progress = time.monotonic()
+                if kind == "ready":
+                    w.ready = True
+                elif kind == "reference":
+                    w.referenced = True
+                elif kind == "outcome":
+                    results[payload.key] = payload
+                    w.done.add(payload.key)
+                elif kind == "done":
+                    w.job = None
+                    return True
+        except (EOFError, OSError):
+            w.proc.join(timeout=30)
+            return False
+        return w.proc.is_alive()
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+
+
+def run_inline(jobs: list[Job], device: str, cache: OrderedDict | None = None) -> dict[int, Outcome]:
+    """Everything in this process (no crash isolation): tests and debugging."""
+    cache = OrderedDict() if cache is None else cache
+    results = {}
+    for job in jobs:
+        for kind, payload in process_job(job, device, cache):
+            if kind == "outcome":
+                results[payload.key] = payload
+    return results
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"the worker process exited with code {code}"

@@ -1,0 +1,59 @@
+"""A Warp module that compiles other CUDA in place of parts of what Warp generates.
+
+``cudagen eval`` runs model-written CUDA exactly where Warp's own kernel would run: in
+the kernel's module, launched by Warp.  Warp generates the module's CUDA inside
+``Module._compile`` (its ``_run_codegen`` step); for one module object that step is
+wrapped so that each recorded text, which must occur exactly once, is replaced by the
+candidate's.  The module compiles in a kernel cache of its own (``fresh_kernel_cache``):
+a cached binary is keyed by the Python kernel's hash, which every candidate for a row
+shares, so a shared cache would hand one candidate another's binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+
+from .runtime import warp
+
+
+class SubstitutionMissing(Exception):
+    """A recorded text is not (exactly once) in the CUDA this Warp generates for the module."""
+
+
+@contextlib.contextmanager
+def substituted_cuda(module, replacements: Sequence[tuple[str, str]]) -> Iterator[None]:
+    """While the block runs, ``module`` compiles its generated CUDA with each
+    ``(recorded, replacement)`` applied; compiling raises SubstitutionMissing where a
+    recorded text is absent."""
+    original = module._run_codegen
+
+    def substituted(options, is_cpu):
+        source, *rest = original(options, is_cpu)
+        for recorded, replacement in replacements:
+            if source.count(recorded) != 1:
+                raise SubstitutionMissing("the recorded CUDA is not in the module this Warp generates")
+            source = source.replace(recorded, replacement, 1)
+        return (source, *rest)
+
+    module._run_codegen = substituted  # this module object only
+    try:
+        yield
+    finally:
+        del module._run_codegen
+
+
+@contextlib.contextmanager
+def fresh_kernel_cache() -> Iterator[str]:
+    """Warp's kernel cache points at a new empty folder for the block (removed after)."""
+    wp = warp()
+    saved = wp.config.kernel_cache_dir
+    folder = tempfile.mkdtemp(prefix="cudagen-eval-", dir=saved)
+    wp.config.kernel_cache_dir = folder
+    try:
+        yield folder
+    finally:
+        wp.config.kernel_cache_dir = saved
+        shutil.rmtree(folder, ignore_errors=True)

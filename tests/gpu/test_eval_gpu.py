@@ -1,0 +1,123 @@
+"""`cudagen eval` on a GPU: the dataset's own CUDA scores 100% at every stage, every
+mutant fails at its stage, a crashing candidate fails alone, the command reports
+correct@1 and pass@k.  Needs a CUDA device (the run stage has no dry run)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import kernel_rows
+import orjson
+import pytest
+from conftest import JOBS
+
+from cudagen_data.eval import Candidate, Scorer, make_mutants
+from cudagen_data.gpu.recheck import dataset_rows
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu(cuda_device):
+    if cuda_device == "cpu":
+        pytest.skip("the eval run stage needs a GPU (no dry run)")
+    return cuda_device
+
+
+@pytest.fixture(scope="module")
+def hand_rows(gpu):
+    return kernel_rows.make_rows(list(kernel_rows.KERNELS))
+
+
+@pytest.fixture(scope="module")
+def produced(gpu, request):
+    produced_dataset = request.getfixturevalue("produced_dataset")  # only once the GPU is known to be there
+    rows = [row for _, row in dataset_rows(produced_dataset)]
+    preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
+    return rows, preambles
+
+
+@pytest.fixture(scope="module")
+def scorer(gpu):
+    with Scorer(gpu, workers=JOBS) as s:
+        yield s
+
+
+def test_the_datasets_own_cuda_scores_100_percent(scorer, produced, hand_rows):
+    rows, preambles = produced
+    all_rows = rows + hand_rows
+    pairs = [(r, Candidate(r["id"], r["cuda_forward"])) for r in all_rows]
+    pairs += [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in all_rows if r["cuda_backward"]]
+    scores = scorer.score_many(pairs, preambles)
+    bad = [(r["id"], r["kernel_name"], s.failed.name, s.failed.detail) for (r, _), s in zip(pairs, scores) if s.reached != "run"]
+    assert not bad, bad
+    assert all(s.reward == 1.0 and s.complete for s in scores)
+
+
+def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
+    rows, preambles = produced
+    all_rows = rows + hand_rows
+    pairs, kinds = [], []
+    for i, r in enumerate(all_rows):
+        for m in make_mutants(r, all_rows[i + 1 :] + all_rows[:i]):
+            pairs.append((r, Candidate(r["id"], m.forward)))
+            kinds.append((m.kind, m.stage))
+    scores = scorer.score_many(pairs, preambles)
+    table = Counter((kind, stage, s.failed.name if s.failed else "passed") for (kind, stage), s in zip(kinds, scores))
+    print("\n".join(f"{k:24} expected {st:9} got {got:9} {n}" for (k, st, got), n in sorted(table.items())))
+    wrong = [(r["id"], r["kernel_name"], kind, stage, s.failed.name if s.failed else "passed", s.failed.detail if s.failed else "")
+             for (r, _), (kind, stage), s in zip(pairs, kinds, scores) if not s.failed or s.failed.name != stage]  # fmt: skip
+    assert not wrong, wrong
+    assert {k for k, _ in kinds} >= {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel",
+                                     "stale_global", "memorized_outputs"}  # fmt: skip
+    memorized = [s for (kind, _), s in zip(kinds, scores) if kind == "memorized_outputs"]
+    assert memorized and all(s.failed.detail.startswith("fresh inputs") for s in memorized)  # right on the recorded inputs
+
+
+def test_a_crashing_candidate_fails_only_itself(gpu, hand_rows):
+    chain, atomic = hand_rows[0], hand_rows[3]
+    crash = chain["cuda_forward"].replace("wp::array_store(var_y, var_0,", "wp::array_store(var_y, var_0 + 1000000000,")
+    assert crash != chain["cuda_forward"]
+    pairs = [(atomic, Candidate(atomic["id"], atomic["cuda_forward"])), (chain, Candidate(chain["id"], crash)),
+             (chain, Candidate(chain["id"], chain["cuda_forward"])), (atomic, Candidate(atomic["id"], atomic["cuda_forward"]))]  # fmt: skip
+    with Scorer(gpu, workers=1) as s:
+        first, broken, after, last = s.score_many(pairs)
+    assert broken.failed.name == "run", broken.stages
+    assert first.reached == after.reached == last.reached == "run", (first.failed, after.failed, last.failed)
+
+
+def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+    from cudagen_data.contracts import ROW_SCHEMA
+
+    folder = tmp_path / "ds"  # a minimal dataset folder (the GPU machine lacks what the card needs)
+    (folder / "data").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(hand_rows, schema=ROW_SCHEMA), folder / "data" / "test-00000-of-00001.parquet")
+    manifest = {"format": "cudagen-data", "files": [{"path": "data/test-00000-of-00001.parquet", "split": "test", "rows": len(hand_rows)}], "preambles": {}}
+    (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
+    preds = []
+    for r in hand_rows:
+        preds.append({"id": r["id"], "cuda_forward": r["cuda_forward"]})
+        preds.append({"id": r["id"], "cuda_forward": next(m for m in make_mutants(r) if m.kind == "writes_zeros").forward})
+    (tmp_path / "p.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in preds))
+    res = CliRunner().invoke(app, ["eval", str(tmp_path / "p.jsonl"), "--dataset", str(folder), "--device", gpu,
+                                   "--report", str(tmp_path / "r.json"), "--workers", str(JOBS)])  # fmt: skip
+    print(res.output)
+    assert res.exit_code == 0, res.output
+    totals = orjson.loads((tmp_path / "r.json").read_bytes())["totals"]["all"]
+    assert totals["correct@1"] == pytest.approx(0.5) and totals["pass@1"] == pytest.approx(0.5)
+    assert totals["compile@1"] == 1.0
+
+
+def test_a_candidate_that_never_finishes_is_stopped(gpu, hand_rows):
+    chain = hand_rows[0]
+    endless = chain["cuda_forward"].replace("{", "{\n    for (volatile int spin = 0; spin >= 0; spin = spin * 0) {}", 1)
+    pairs = [(chain, Candidate(chain["id"], endless)), (chain, Candidate(chain["id"], chain["cuda_forward"]))]
+    with Scorer(gpu, workers=1, candidate_timeout=20) as s:
+        stuck, fine = s.score_many(pairs)
+    assert stuck.failed.name == "run" and "did not finish within 20 s" in stuck.failed.detail, stuck.stages
+    assert fine.reached == "run", fine.failed

@@ -1,0 +1,374 @@
+"""`cudagen eval` on the CPU: structure and compile stages, the run stage's judging
+machinery (guards, fresh inputs, tolerance, constant outputs) with Python candidates on
+Warp's CPU backend, metrics, the command and its bad-input paths.  The GPU half (the
+candidate's CUDA in Warp's module, run on a GPU) is tests/gpu/test_eval_gpu.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import kernel_rows
+import numpy as np
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cudagen_data.cli import app
+from cudagen_data.eval import Candidate, Scorer, make_mutants, pass_at_k
+from cudagen_data.eval.compile import Unit, batch_text, compile_many, front_end_compiler
+from cudagen_data.eval.cuda_parse import ParseError, tokenize
+from cudagen_data.eval.reference import compute_reference
+from cudagen_data.eval.run import Measured, judge_set, run_guarded
+from cudagen_data.eval.structure import StructureError, check_candidate, kernel_shape
+from cudagen_data.execution import CPU_OPT_LEVEL
+from cudagen_data.warp_boundary import batch_module, build_module
+from fixtures_rows import write_folder
+
+KERNELS = ["chain", "atomic", "argmax"]
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return kernel_rows.make_rows(KERNELS)
+
+
+@pytest.fixture(scope="module")
+def dataset(rows, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("eval_ds")
+    from cudagen_data.extract import extract_source
+
+    manifest = write_folder(folder, rows, ratios=(0.0, 0.0, 1.0))
+    preamble = extract_source(rows[0]["python_source"]).kernels[0].preamble
+    manifest["preambles"] = {rows[0]["preamble_hash"]: preamble}
+    (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
+    return folder, manifest["preambles"]
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    with Scorer("cpu", full_compile=False, seed=1) as s:
+        yield s
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def test_tokens_ignore_comments_and_strings():
+    toks = tokenize('a /* clock64() */ b // __global__ x\n "clock64()" \'c\'')
+    assert [t.text for t in toks] == ["a", "b", '"clock64()"', "'c'"]
+    with pytest.raises(ParseError, match="unterminated comment"):
+        tokenize("a /* b")
+    with pytest.raises(ParseError, match="unterminated string"):
+        tokenize('a "b')
+
+
+def test_the_rows_own_cuda_passes_structure(rows):
+    for row in rows:
+        check_candidate(row["cuda_forward"], kernel_shape(row["cuda_forward"]), "forward")
+        check_candidate(row["cuda_backward"], kernel_shape(row["cuda_backward"]), "backward")
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda f: "__device__ float cache[4];\n" + f, "only function definitions"),
+        (lambda f: "__constant__ float k[2] = {1, 2};\n" + f, "outlives a launch"),
+        (lambda f: "static __device__ float g(float x) { static float s = 0; s += x; return s; }\n" + f, "static local"),
+        (lambda f: "float host_helper(float x) { return x; }\n" + f, "host code"),
+        (lambda f: "__host__ float h(float x) { return x; }\n" + f, "__host__ function"),
+        (lambda f: f.replace("{", "{ long long t = clock64();", 1), "clock or timer"),
+        (lambda f: f.replace("{", "{ unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));", 1), "inline assembly"),
+        (lambda f: f.replace("{", "{ const char* s = \"%globaltimer\";", 1), "timer register"),
+        (lambda f: f.replace("{", "{ float* p = (float*)malloc(4);", 1), "device heap"),
+        (lambda f: "#include <cstdio>\n" + f, "preprocessor"),
+        (lambda f: f.replace("{", "{ cudaDeviceSynchronize();", 1), "host code"),
+        (lambda f: f.replace("_cuda_kernel_forward(", "_cuda_kernel_forwardX(", 1), "expected"),
+        (lambda f: f.replace('extern "C" ', "", 1), 'not extern "C"'),
+        (lambda f: f.replace("wp::array_t<wp::float32> var_x", "wp::array_t<wp::float64> var_x", 1), "parameter 2"),
+        (lambda f: f + "\n" + f.replace("_forward(", "_forward2(", 1), "2 __global__ kernels"),
+        (lambda f: f.rsplit("}", 1)[0], "unclosed"),
+    ],
+)
+def test_structure_rejects(rows, edit, reason):
+    row = rows[0]
+    with pytest.raises(StructureError, match=reason):
+        check_candidate(edit(row["cuda_forward"]), kernel_shape(row["cuda_forward"]), "forward")
+
+
+def test_structure_allows_helpers_pragmas_and_renamed_parameters(rows):
+    row = rows[0]
+    shape = kernel_shape(row["cuda_forward"])
+    helper = "static __device__ __forceinline__ float twice(float v) { return v * 2.0f; }\n\n"
+    text = helper + row["cuda_forward"].replace("var_s", "scale").replace("{", "{\n#pragma unroll 4\n", 1)
+    check_candidate(text, shape, "forward")
+    check_candidate(row["cuda_forward"].replace("{", "{ // clock64() in a comment\n", 1), shape, "forward")
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def test_batched_front_end_agrees_with_single_units(rows, dataset):
+    """Batching (with error-line attribution) gives each candidate the verdict and log of its own unit."""
+    compiler, name, _ = front_end_compiler()
+    if "front end" not in name or "unavailable" in name:
+        pytest.skip(f"needs the standalone NVRTC front end: {name}")
+    _, preambles = dataset
+    pre = preambles[rows[0]["preamble_hash"]]
+    units = []
+    for row in rows:
+        units.append(Unit(pre, row["device_functions"], row["cuda_forward"], row["cuda_backward"], 86))
+        for m in make_mutants(row):
+            if m.stage in ("compile", "run"):
+                units.append(Unit(pre, row["device_functions"], m.forward, row["cuda_backward"], 86))
+    batched = compile_many(units, compiler)
+    assert sum(not v.ok for v in batched) == len(rows)  # the undefined_call mutants
+    # each failing candidate and two passing ones, compiled alone (~0.4 s a unit)
+    sample = [i for i, v in enumerate(batched) if not v.ok] + [i for i, v in enumerate(batched) if v.ok][:2]
+    for i in sample:
+        ok, log = compiler(units[i].text(), 86)
+        assert batched[i].ok == ok
+        if not ok:
+            first_error = [ln for ln in log.splitlines() if ": error" in ln][0]
+            assert [ln for ln in batched[i].log.splitlines() if ": error" in ln][0] == first_error  # same error, same line
+
+
+def test_batch_line_ranges_cover_each_candidate(rows, dataset):
+    _, preambles = dataset
+    pre = preambles[rows[0]["preamble_hash"]]
+    units = [Unit(pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], 86) for r in rows]
+    text, ranges = batch_text(units)
+    lines = text.split("\n")
+    for u, (lo, hi) in zip(units, ranges):
+        assert "\n".join(lines[lo - 1 : hi]).replace('extern "C" ', "") == u.body().replace('extern "C" ', "")
+
+
+def test_every_mutant_fails_at_its_stage_and_the_rows_own_cuda_passes(rows, dataset, scorer):
+    _, preambles = dataset
+    pairs, expected = [], []
+    for row in rows:
+        pairs.append((row, Candidate(row["id"], row["cuda_forward"], row["cuda_backward"])))
+        expected.append(("original", "compile"))
+        for m in make_mutants(row, rows):
+            pairs.append((row, Candidate(row["id"], m.forward)))
+            # without a GPU, run-stage mutants get as far as compile
+            expected.append((m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage]))
+    kinds = {k for k, _ in expected}
+    assert {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel", "stale_global",
+            "memorized_outputs", "timer_read", "undefined_call"} <= kinds  # fmt: skip
+    scores = scorer.score_many(pairs, preambles)
+    assert [(k, s.reached) for (k, _), s in zip(expected, scores)] == expected
+    original = scores[0]
+    assert original.reward == 0.3 and not original.complete
+    assert original.stage("run").ok is None and "no GPU" in original.stage("run").detail
+
+
+def test_full_compile_on_the_cpu(rows, dataset):
+    _, preambles = dataset
+    with Scorer("cpu", full_compile=True, seed=1) as s:
+        bad = next(m for m in make_mutants(rows[0]) if m.kind == "writes_zeros").forward.replace("decltype", "decltypo", 1)
+        good, broken = s.score_many([(rows[0], Candidate(rows[0]["id"], rows[0]["cuda_forward"])), (rows[0], Candidate(rows[0]["id"], bad))], preambles)
+    assert good.stage("compile").ok and good.reached == "compile"
+    assert broken.failed.name == "compile" and "error" in broken.failed.detail
+
+
+def test_a_backward_for_a_row_without_one_fails_structure(rows, scorer, dataset):
+    _, preambles = dataset
+    row = {**rows[0], "id": "no-backward", "cuda_backward": ""}
+    (sc,) = scorer.score_many([(row, Candidate(row["id"], row["cuda_forward"], rows[0]["cuda_backward"]))], preambles)
+    assert sc.failed.name == "structure" and "no backward" in sc.failed.detail
+
+
+# --------------------------------------------------------------------------- run-stage judging (CPU, Python candidates)
+
+
+def _judge_python(ref, source: str) -> list[str]:
+    """Run a Python kernel (a stand-in for a candidate) through the run stage's launch and judge."""
+    spec = dataclasses.replace(ref.spec, python_source=source)
+    with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+        assert kernels[0] is not None, errors
+        assert build_module(module, "cpu") is None
+        failures = []
+        for s in ref.sets:
+            failures += judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, s.output_grads, True))
+        return failures
+
+
+@pytest.fixture(scope="module")
+def chain_reference(rows):
+    return compute_reference(rows[0], seed=12345)
+
+
+def test_reference_has_recorded_and_fresh_inputs(chain_reference, rows):
+    ref = chain_reference
+    assert [s.name for s in ref.sets] == ["recorded", "fresh"] and ref.twin == "ok"
+    recorded, fresh = ref.sets
+    assert not np.array_equal(recorded.inputs["x"], fresh.inputs["x"])
+    assert fresh.cpu32 and fresh.ref64 and "x.grad" in fresh.expected
+    again = compute_reference(rows[0], seed=12345).sets[1]
+    assert np.array_equal(again.inputs["x"], fresh.inputs["x"])  # the seed decides the fresh inputs
+    other = compute_reference(rows[0], seed=54321).sets[1]
+    assert not np.array_equal(other.inputs["x"], fresh.inputs["x"])
+
+
+def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_reference):
+    src = chain_reference.spec.python_source
+    assert _judge_python(chain_reference, src) == []
+    oob = _judge_python(chain_reference, src.replace("y[i] =", "y[i + 1] ="))
+    assert any("out of bounds of array 'y'" in f for f in oob), oob
+    writes_input = _judge_python(chain_reference, src.replace("    y[i] =", "    x[i] = 0.0\n    y[i] ="))
+    assert any("input-only array 'x'" in f for f in writes_input), writes_input
+    swapped = _judge_python(chain_reference, src.replace("+ wp.tanh", "- wp.tanh"))
+    assert any("output 'y' differs" in f for f in swapped) and any("fresh inputs" in f for f in swapped)
+
+
+def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_reference, rows):
+    recorded = orjson.loads(rows[0]["test_vectors"])["outputs"]["y"]["data"]
+    body = "".join(f"    if i == {k}:\n        y[i] = wp.float32({float(np.float32(v))!r})\n" for k, v in enumerate(recorded))
+    src = chain_reference.spec.python_source
+    failures = _judge_python(chain_reference, src[: src.index("    y[i] =")] + body)
+    assert any(f.startswith("fresh inputs: output 'y'") for f in failures), failures
+    assert not any(f.startswith("recorded inputs: output") for f in failures), failures  # its outputs do match there
+
+
+def test_constant_output_never_passes_where_the_reference_varies(chain_reference):
+    s = dataclasses.replace(chain_reference.sets[0], cpu32={}, ref64={})  # fallback: 1% of each value + 0.1% of the largest
+    varying = (1.0 + np.linspace(0.0, 1e-4, 64)).astype(np.float32)  # varies by far less than the tolerance
+    s = dataclasses.replace(s, expected={"y": varying})
+    assert judge_set(chain_reference, s, Measured({"y": varying.copy()})) == []
+    failures = judge_set(chain_reference, s, Measured({"y": np.ones(64, np.float32)}))
+    assert failures == ["recorded inputs: output 'y' is constant where the reference varies"]
+    flat = dataclasses.replace(s, expected={"y": np.ones(64, np.float32)})
+    assert judge_set(chain_reference, flat, Measured({"y": np.ones(64, np.float32)})) == []  # constant where the reference is
+
+
+# --------------------------------------------------------------------------- metrics and the command
+
+
+def test_pass_at_k():
+    assert pass_at_k(5, 1, 1) == pytest.approx(0.2)
+    assert pass_at_k(5, 0, 3) == 0.0 and pass_at_k(5, 5, 3) == 1.0
+    assert pass_at_k(10, 3, 5) == pytest.approx(1 - 21 / 252)
+
+
+def _write_predictions(path, items):
+    path.write_bytes(b"".join(orjson.dumps(i) + b"\n" for i in items))
+    return path
+
+
+def test_eval_command(rows, dataset, tmp_path):
+    folder, _ = dataset
+    preds = []
+    for row in rows:
+        preds.append({"id": row["id"], "cuda_forward": row["cuda_forward"], "cuda_backward": row["cuda_backward"]})
+        bad = next(m for m in make_mutants(row) if m.kind == "undefined_call")
+        preds.append({"id": row["id"], "cuda_forward": bad.forward})
+    path = _write_predictions(tmp_path / "preds.jsonl", preds)
+    report = tmp_path / "report.json"
+    res = CliRunner().invoke(app, ["eval", str(path), "--dataset", str(folder), "--report", str(report), "--seed", "7"])
+    assert res.exit_code == 0, res.output
+    assert "run stage: NOT RUN (no GPU)" in res.output and "compile@1" in res.output
+    data = orjson.loads(report.read_bytes())
+    assert data["totals"]["all"]["compile@1"] == pytest.approx(0.5)
+    assert data["totals"]["all"]["correct@1"] is None
+    assert data["totals"]["all"]["rows"] == len(rows) and data["totals"]["all"]["candidates"] == 2 * len(rows)
+    assert {r["failed_stage"] for r in data["results"]} == {None, "compile"}
+    assert data["scorer"]["fresh_input_seed"] == 7 and set(data["totals"]["category"]) == {"handmade"}
+    # reproducible: the same seed gives the same report, timings aside
+    report2 = tmp_path / "report2.json"
+    CliRunner().invoke(app, ["eval", str(path), "--dataset", str(folder), "--report", str(report2), "--seed", "7"])
+    assert _untimed(orjson.loads(report2.read_bytes())) == _untimed(data)
+
+
+def _untimed(d):
+    if isinstance(d, dict):
+        return {k: _untimed(v) for k, v in d.items() if k not in ("seconds", "candidates_per_second")}
+    if isinstance(d, list):
+        return [_untimed(v) for v in d]
+    return d
+
+
+@pytest.mark.parametrize(
+    ("lines", "args", "message"),
+    [
+        ([b"{not json"], [], "preds.jsonl:1: not a JSON line"),
+        ([b'{"id": "nope", "cuda_forward": "x"}'], [], "preds.jsonl:1: id nope is not in the test split"),
+        ([b'{"id": "X"}'], [], "missing or non-string 'cuda_forward'"),
+        ([b'[1, 2]'], [], "expected a JSON object"),
+        ([], ["--split", "train"], "--split train: "),
+        ([], ["--device", "tpu"], "--device tpu: use cpu or cuda:N"),
+    ],
+)
+def test_eval_bad_input(rows, dataset, tmp_path, lines, args, message):
+    folder, _ = dataset
+    good = orjson.dumps({"id": rows[0]["id"], "cuda_forward": rows[0]["cuda_forward"]})
+    lines = [line.replace(b'"X"', orjson.dumps(rows[0]["id"])) for line in lines]
+    path = tmp_path / "preds.jsonl"
+    path.write_bytes(b"\n".join([good] + lines if lines else [good]) + b"\n")
+    if lines:
+        message = message.replace(":1:", ":2:")
+    report = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["eval", str(path), "--dataset", str(folder), "--report", str(report), *args])
+    assert res.exit_code == 2, res.output
+    out = res.output.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("error: ") and message in out[0], res.output
+    assert not report.exists()
+
+
+def test_eval_missing_dataset(tmp_path):
+    path = _write_predictions(tmp_path / "p.jsonl", [{"id": "a", "cuda_forward": ""}])
+    res = CliRunner().invoke(app, ["eval", str(path), "--dataset", str(tmp_path / "none")])
+    assert res.exit_code == 2 and res.output.startswith("error: --dataset") and "no such file or folder" in res.output
+
+
+def test_the_candidate_takes_the_place_of_warps_kernel_in_its_module(rows):
+    """The run stage's build, compiled to PTX without a GPU: Warp's module holds the candidate."""
+    from cudagen_data.eval.run import CandidateBuildFailed, compile_substituted
+
+    row = rows[0]
+    swapped = next(m for m in make_mutants(row) if m.kind == "operator_swapped").forward
+    text = compile_substituted(row, swapped)
+    assert swapped in text and row["cuda_forward"] not in text and row["cuda_backward"] in text
+    with pytest.raises(CandidateBuildFailed, match="error"):
+        compile_substituted(row, swapped.replace("wp::sub(", "wp::sub_nope(", 1))
+    with pytest.raises(CandidateBuildFailed, match="drift"):
+        compile_substituted({**row, "cuda_forward": row["cuda_forward"].replace("{", "{ ", 1)}, swapped)
+
+
+def test_scorer_refuses_a_device_it_cannot_use():
+    from cudagen_data import warp_boundary
+
+    with pytest.raises(ValueError, match="use cpu or cuda:N"):
+        Scorer("tpu")
+    if warp_boundary.warp().get_cuda_device_count() == 0:
+        with pytest.raises(ValueError, match="0 CUDA device"):
+            Scorer("cuda:0")
+
+
+def test_worker_pool_survives_a_crashing_row(rows):
+    """A row whose own kernel kills its worker fails alone (not judged); a fresh worker runs the rest."""
+    from cudagen_data.eval.pool import Job, WorkerPool
+
+    crashing = {**rows[1], "id": "crashing", "python_source": "import os\nos._exit(7)\n" + rows[1]["python_source"]}
+    pool = WorkerPool("cpu", 1)
+    try:
+        out = pool.run([Job(crashing, 1, [(0, rows[1]["cuda_forward"], None)]), Job(rows[0], 1, [(1, rows[0]["cuda_forward"], None)])])
+    finally:
+        pool.close()
+    assert pool.restarts == 1
+    assert not out[0].ok and "crashed its worker" in out[0].detail and "code 7" in out[0].detail
+    # on the CPU the candidate cannot be built into a CUDA module: the worker says why, it does not die
+    assert out[1].stage == "compile" and "recorded CUDA is not in the module" in out[1].detail
+
+
+def test_worker_pool_kills_a_candidate_that_never_finishes(rows):
+    """A worker silent past the time limit is killed; its job's in-flight work fails with the reason."""
+    from cudagen_data.eval.pool import Job, WorkerPool
+
+    hanging = {**rows[1], "id": "hanging", "python_source": "import time\ntime.sleep(600)\n" + rows[1]["python_source"]}
+    pool = WorkerPool("cpu", 1, reference_timeout=3.0)
+    try:
+        out = pool.run([Job(hanging, 1, [(0, rows[1]["cuda_forward"], None)])])
+    finally:
+        pool.close()
+    assert not out[0].ok and "took over 3 s" in out[0].detail
+    assert pool.restarts == 1  # killed and replaced (the crash test shows the next job running on)
