@@ -372,3 +372,30 @@ def test_worker_pool_kills_a_candidate_that_never_finishes(rows):
         pool.close()
     assert not out[0].ok and "took over 3 s" in out[0].detail
     assert pool.restarts == 1  # killed and replaced (the crash test shows the next job running on)
+
+
+def _fake_compiler(calls):
+    """Fails a unit for each line holding BAD: with line numbers if ``lines`` else without."""
+
+    def compiler(text, arch, lines=True):
+        calls.append(text.count("namespace cudagen_c") or 1)
+        bad = [n for n, line in enumerate(text.split("\n"), 1) if "BAD" in line]
+        if not bad:
+            return True, ""
+        return False, "\n".join(f"cudagen.cu({n}): error: bad thing" if lines else "error: bad thing somewhere" for n in bad)
+
+    return compiler
+
+
+@pytest.mark.parametrize("with_lines", [True, False])
+def test_compile_many_finds_the_failing_units(with_lines):
+    units = [Unit("// preamble\n", "", f"void k{i}() {{ {'BAD' if i in (3, 17, 18) else ''} }}\n", "", 86) for i in range(40)]
+    calls = []
+    fake = _fake_compiler(calls)
+    verdicts = compile_many(units, lambda t, a: fake(t, a, with_lines), batch=32, front_end=True)
+    assert [i for i, v in enumerate(verdicts) if not v.ok] == [3, 17, 18]
+    if with_lines:  # attributed by line, renumbered to each unit's own line, no halving
+        own_line = units[3].text().split("\n").index("void k3() { BAD }") + 1
+        assert verdicts[3].log == f"cudagen.cu({own_line}): error: bad thing" and len(calls) == 2
+    else:  # halved down to the failing units
+        assert len(calls) > 2 and verdicts[3].log == "error: bad thing somewhere"

@@ -10,7 +10,7 @@ NVRTC spends ~0.4 s parsing Warp's ``builtin.h`` for every unit, so candidates a
 checked many to a unit, each in a namespace of its own (``extern "C"`` dropped there so
 two candidates for one row do not clash).  A failing batch is split by NVRTC's own error
 lines (each candidate owns a known line range; its log lines are renumbered to its own
-unit); where errors name no candidate's lines, it is halved.  A lone candidate is
+unit); where errors name no candidate's lines, it is halved (bisect.py).  A lone candidate is
 always compiled as exactly its own unit.
 """
 
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ..bisect import bisect_failures
 from ..extract.nvrtc import nvrtc_compile
 
 BATCH = 32  # candidates per NVRTC call
@@ -102,7 +103,7 @@ def batch_text(units: Sequence[Unit]) -> tuple[str, list[tuple[int, int]]]:
 
 def compile_many(units: Sequence[Unit], compiler: Compiler, *, threads: int = 1, batch: int = BATCH, front_end: bool = False) -> list[Verdict]:
     """Compile every unit (batched, split on failure); one verdict per unit, in order.
-    ``front_end``: the compiler is NVRTC's front end (see the comment in ``solve``)."""
+    ``front_end``: the compiler is NVRTC's front end (see the comment in ``attempt``)."""
     verdicts: list[Verdict | None] = [None] * len(units)
     unique: dict[tuple[str, int], list[int]] = {}
     for i, u in enumerate(units):
@@ -113,38 +114,37 @@ def compile_many(units: Sequence[Unit], compiler: Compiler, *, threads: int = 1,
         groups.setdefault((u.preamble, u.arch), []).append(idx[0])
     jobs = [g[i : i + batch] for g in groups.values() for i in range(0, len(g), batch)]
 
-    def solve(idx: list[int]) -> None:
+    def attempt(idx: Sequence[int]) -> list[Verdict] | None:
         t0 = time.perf_counter()
         if len(idx) == 1:
             u = units[idx[0]]
             ok, log = compiler(u.text(), u.arch)
-            verdicts[idx[0]] = Verdict(ok, "" if ok else log, time.perf_counter() - t0)
-            return
+            return [Verdict(ok, "" if ok else log, time.perf_counter() - t0)]
         text, ranges = batch_text([units[i] for i in idx])
         ok, log = compiler(text, units[idx[0]].arch)
         share = (time.perf_counter() - t0) / len(idx)
         if ok:
-            for i in idx:
-                verdicts[i] = Verdict(True, "", share)
-            return
+            return [Verdict(True, "", share)] * len(idx)
         owned = _attribute(log, ranges, [units[i] for i in idx])
-        if owned and len(owned) < len(idx):
-            for slot, own_log in owned.items():
-                verdicts[idx[slot]] = Verdict(False, own_log, share)
-            rest = [i for slot, i in enumerate(idx) if slot not in owned]
-            if front_end and not _STOPPED.search(log):
-                # The front end reports every error of a unit unless it gave up early; no
-                # error on a candidate's lines means that candidate is clean.  (A full
-                # compile stops before code generation on any error: there the rest is
-                # compiled again.)
-                for i in rest:
-                    verdicts[i] = Verdict(True, "", share)
-            else:
-                solve(rest)
-            return
-        half = len(idx) // 2
-        solve(idx[:half])
-        solve(idx[half:])
+        if not owned:
+            return None  # an error outside every candidate's lines: halve (bisect.py)
+        out = [Verdict(False, owned[slot], share) if slot in owned else None for slot in range(len(idx))]
+        rest = [slot for slot in range(len(idx)) if slot not in owned]
+        if front_end and not _STOPPED.search(log):
+            # The front end reports every error of a unit unless it gave up early; no
+            # error on a candidate's lines means that candidate is clean.  (A full
+            # compile stops before code generation on any error: there the rest is
+            # compiled again.)
+            clean = [Verdict(True, "", share)] * len(rest)
+        else:
+            clean = bisect_failures([idx[slot] for slot in rest], attempt)
+        for slot, v in zip(rest, clean):
+            out[slot] = v
+        return out
+
+    def solve(idx: list[int]) -> None:
+        for i, v in zip(idx, bisect_failures(idx, attempt)):
+            verdicts[i] = v
 
     if threads > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
