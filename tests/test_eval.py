@@ -273,6 +273,9 @@ def test_eval_command(rows, dataset, tmp_path):
     assert data["totals"]["all"]["rows"] == len(rows) and data["totals"]["all"]["candidates"] == 2 * len(rows)
     assert {r["failed_stage"] for r in data["results"]} == {None, "compile"}
     assert data["scorer"]["fresh_input_seed"] == 7 and set(data["totals"]["category"]) == {"handmade"}
+    assert data["stages"]["structure"] == {"in": 6, "kept": 6, "rejected": {}}
+    assert data["stages"]["compile"]["in"] == 6 and data["stages"]["compile"]["kept"] == 3
+    assert data["stages"]["run"] == {"in": 0, "kept": 0, "rejected": {}}  # no GPU: not entered
     # reproducible: the same seed gives the same report, timings aside
     report2 = tmp_path / "report2.json"
     CliRunner().invoke(app, ["eval", str(path), "--dataset", str(folder), "--report", str(report2), "--seed", "7"])

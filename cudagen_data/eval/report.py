@@ -15,6 +15,7 @@ from math import comb
 
 import orjson
 
+from ..contracts import StageCounter
 from .score import STAGES, Score
 
 KS = (1, 5, 10, 25, 100)
@@ -94,12 +95,16 @@ class EvalReport:
     def reached(self) -> Counter:
         return Counter(r.score.reached for r in self.results)
 
-    def failures_by_stage(self) -> dict[str, Counter]:
-        out: dict[str, Counter] = {s: Counter() for s in STAGES}
+    def stage_counters(self) -> dict[str, StageCounter]:
+        """Per stage: candidates that entered it, passed it, and failed it by reason
+        (the producer's stage/counter pattern, contracts/stats.py)."""
+        out = {s: StageCounter() for s in STAGES}
         for r in self.results:
-            f = r.score.failed
-            if f is not None:
-                out[f.name][_reason_kind(f.detail)] += 1
+            for st in r.score.stages:
+                if st.ok is True:
+                    out[st.name].keep()
+                elif st.ok is False:
+                    out[st.name].reject(_reason_kind(st.detail))
         return out
 
     def to_json(self) -> bytes:
@@ -112,7 +117,7 @@ class EvalReport:
                 "run_stage": "done" if self.gpu else "not run: no GPU (the ladder stops after compile)",
                 "totals": self.totals(),
                 "reached": dict(self.reached()),
-                "failures_by_stage": {k: dict(v) for k, v in self.failures_by_stage().items()},
+                "stages": {k: v.to_json() for k, v in self.stage_counters().items()},
                 "seconds": self.seconds,
                 "candidates_per_second": len(self.results) / self.seconds if self.seconds else None,
                 "results": [r.to_dict() for r in self.results],
@@ -169,10 +174,10 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
             row(f"{key[:4]}:{v}", m)
     reached = rep.reached()
     lines.append("  stage reached: " + ", ".join(f"{s} {reached.get(s, 0)}" for s in ("none",) + STAGES))
-    for stage, reasons in rep.failures_by_stage().items():
-        if reasons:
-            top = ", ".join(f"{why} {c}" for why, c in reasons.most_common(3))
-            lines.append(f"  failed at {stage} ({sum(reasons.values())}): {top}")
+    for stage, counter in rep.stage_counters().items():
+        if counter.rejected:
+            top = ", ".join(f"{why} {c}" for why, c in sorted(counter.rejected.items(), key=lambda kv: -kv[1])[:3])
+            lines.append(f"  failed at {stage} ({counter.entered - counter.kept} of {counter.entered}): {top}")
     shown = [r for r in rep.results if r.score.failed][:limit]
     for r in shown:
         f = r.score.failed
