@@ -143,7 +143,7 @@ def extract(
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"{file}: cannot read ({exc})", 2)
-    rows, errors = extract_file(source, arch=arch, compile_check=compile_check)
+    rows, errors = extract_file(source, arch=arch, compile_check=compile_check, root=str(file.resolve().parent))
     import orjson
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in rows)

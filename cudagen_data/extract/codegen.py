@@ -63,23 +63,24 @@ class ExtractReport:
 
 
 def extract_source(
-    source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH
+    source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH, root: str | None = None
 ) -> ExtractReport:
     """Every kernel of ``source`` that Warp can generate, plus what went wrong with the rest.
 
     A syntax error is reported as one error; a failing top-level statement (a missing
     import, say) is reported and the kernels that do not need it still come out; a
-    kernel Warp rejects is reported with its line.
+    kernel Warp rejects is reported with its line.  Paths in the CUDA and in messages are
+    machine-independent; ``root`` is the folder a user's files are named relative to.
     """
     report = ExtractReport()
     try:
         with warp_boundary.loaded_source(source) as loaded:
-            report.errors.extend(KernelError(e.line, None, e.message) for e in loaded.errors)
+            report.errors.extend(KernelError(e.line, None, warp_boundary.scrub_paths(e.message, root)) for e in loaded.errors)
             for kernel in loaded.kernels():
                 try:
-                    report.kernels.append(generate_cuda(kernel, block_dim=block_dim, arch=arch))
+                    report.kernels.append(generate_cuda(kernel, block_dim=block_dim, arch=arch, root=root))
                 except Exception as exc:  # noqa: BLE001 - Warp raises many types for bad kernels
-                    report.errors.append(_kernel_error(kernel, exc, loaded.filename))
+                    report.errors.append(_kernel_error(kernel, exc, loaded.filename, root))
     except SyntaxError as exc:
         report.errors.append(KernelError(exc.lineno or 0, None, f"SyntaxError: {exc.msg}"))
     return report
@@ -96,9 +97,9 @@ def extract_kernels(source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: in
     return report.kernels
 
 
-def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH) -> ExtractedKernel:
+def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH, root: str | None = None) -> ExtractedKernel:
     """Generate CUDA for one Warp kernel object, alone in its own module."""
-    emitted = warp_boundary.emit_cuda(kernel, block_dim=block_dim, arch=arch)
+    emitted = warp_boundary.emit_cuda(kernel, block_dim=block_dim, arch=arch, root=root)
     return ExtractedKernel(
         name=kernel.key,
         mangled_name=emitted.mangled_name,
@@ -116,7 +117,7 @@ def _def_line(kernel) -> int:
     return int(getattr(kernel.adj, "fun_def_lineno", None) or getattr(kernel.adj, "fun_lineno", 0) or 0)
 
 
-def _kernel_error(kernel, exc: BaseException, filename: str) -> KernelError:
+def _kernel_error(kernel, exc: BaseException, filename: str, root: str | None = None) -> KernelError:
     """One line naming the kernel and the source line where Warp gave up."""
     # KeyError's str() is the repr of its argument: take the argument itself.
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
@@ -125,5 +126,5 @@ def _kernel_error(kernel, exc: BaseException, filename: str) -> KernelError:
     if found:
         line = int(found[-1])
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    first = first.replace(filename, "<source>")
+    first = warp_boundary.scrub_paths(first.replace(filename, "<source>"), root)
     return KernelError(line, kernel.key, f"{type(exc).__name__}: {first}")

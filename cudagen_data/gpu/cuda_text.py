@@ -37,7 +37,11 @@ def regenerate(row: dict) -> list[str]:
 
 
 def compiled_matches(text: str, row: dict) -> list[str]:
-    """The recorded parts missing from a compiled translation unit ([] if all are there)."""
+    """The recorded parts missing from a compiled translation unit ([] if all are there).
+
+    Warp's cache file names this machine's paths in source-location comments; rows name
+    them machine-independently, so the file goes through the same post-processing first."""
+    text = warp_boundary.postprocess_cuda(text)
     missing = []
     end = warp_boundary.preamble_length(text)
     if end < 0 or text_hash(text[:end]) != row["preamble_hash"]:

@@ -24,6 +24,7 @@ from cudagen_data.contracts import test_vectors as test_vectors_contract
 from cudagen_data.contracts.manifest import SPLITS
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.export import CHAT_EXAMPLE_NOTE, SYSTEM_PROMPT, USER_TEMPLATE
+from cudagen_data.warp_boundary.paths import PATH_RULE
 
 LICENSE = "apache-2.0"
 PRETTY_NAME = "cudagen-data: NVIDIA Warp kernels paired with the CUDA Warp generates"
@@ -333,6 +334,7 @@ Every pair compiles and runs; each row carries recorded test vectors.
    (`metadata.seed`, `category`, `metadata.index`), in these categories: {category_list}.
 2. **Code generation.** Warp {warp} generates the CUDA for the kernel (`cuda_forward`,
    `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
+   {PATH_RULE}
 3. **Compile check.** NVRTC compiles every kernel for {arch_text}; kernels that fail are
    rejected with their compiler log.
 4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward; outputs

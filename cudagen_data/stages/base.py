@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .. import warp_boundary
 from ..contracts.reject import Reject, RejectReason
 from ..contracts.test_vectors import TestVectors
 from ..extract import ExtractedKernel
@@ -25,7 +26,8 @@ class Item:
     vectors: TestVectors | None = None  # execute
 
     def reject(self, reason: RejectReason, detail: str, log: str = "") -> Reject:
-        return Reject.of(self.slot, self.category, self.spec, reason, detail, log)
+        # messages may quote this machine's files (Warp's headers, its kernel cache): never kept
+        return Reject.of(self.slot, self.category, self.spec, reason, warp_boundary.scrub_paths(detail), warp_boundary.scrub_paths(log))
 
 
 class Stage:

@@ -10,6 +10,8 @@ every use of them here means a Warp upgrade is a change to this package only;
 - :mod:`.emit`: the CUDA text Warp emits for one kernel, split into its parts, and
   :func:`.emit.postprocess_cuda`, the one place emitted text is rewritten
 - :mod:`.nvrtc`: Warp's bundled NVRTC, called with named arguments
+- :mod:`.paths`: machine-independent names for source files (``machine_independent_path``:
+  what extract and mining record for a user's file), the rule the dataset card states
 - :mod:`.modules`: many sources as one Warp module (CPU batch builds), GPU loads with a
   per-call PTX target arch, the compiled-source path in the kernel cache
 - :mod:`.substitute`: a module that compiles other CUDA in place of parts of Warp's
@@ -19,10 +21,12 @@ every use of them here means a Warp upgrade is a change to this package only;
 from .emit import EmittedCuda, emit_cuda, postprocess_cuda, preamble_length
 from .modules import batch_module, build_module, compile_module_to_ptx, compiled_source_path, load_module_on_gpu, runtime_versions
 from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
+from .paths import PATH_RULE, machine_independent_path, scrub_paths
 from .runtime import LoadedSource, StatementError, captured_stderr, clear_private_cache, loaded_source, quiet_stderr, release_module, source_filename, warp
 from .substitute import SubstitutionMissing, fresh_kernel_cache, substituted_cuda
 
 __all__ = [
+    "PATH_RULE",
     "EmittedCuda",
     "LoadedSource",
     "NvrtcOptions",
@@ -38,6 +42,7 @@ __all__ = [
     "fresh_kernel_cache",
     "load_module_on_gpu",
     "loaded_source",
+    "machine_independent_path",
     "nvrtc_compile",
     "nvrtc_supported_archs",
     "postprocess_cuda",
@@ -45,6 +50,7 @@ __all__ = [
     "quiet_stderr",
     "release_module",
     "runtime_versions",
+    "scrub_paths",
     "source_filename",
     "substituted_cuda",
     "warp",

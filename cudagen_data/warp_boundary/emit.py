@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .paths import normalize_generated_text
 from .runtime import warp
 
 
@@ -25,19 +26,22 @@ class EmittedCuda:
     backward: str
 
 
-def postprocess_cuda(text: str) -> str:
+def postprocess_cuda(text: str, root: str | None = None) -> str:
     """The one place where CUDA text Warp emitted is rewritten before anything keeps it.
 
-    Today it returns ``text`` unchanged.  Machine-specific text Warp writes into the
-    CUDA (e.g. ``// /abs/path/site-packages/warp/_src/math.py:0`` comments in device
-    functions, issue #18) is to be normalized here, and nowhere else, so that extract,
-    the producer and the GPU re-check all see the same text.
+    Warp writes the absolute path of a function's source file into the CUDA
+    (``// /abs/.../site-packages/warp/_src/math.py:0`` above library device functions,
+    ``#line`` directives with line info on): these become machine-independent
+    (``// warp/_src/math.py:0``; a user's file relative to ``root``; see :mod:`.paths`), so
+    extract, the producer, mining and the GPU re-check (of regenerated text and of the
+    ``.cu`` file Warp compiled) all see the same text on any machine.
     """
-    return text
+    return normalize_generated_text(text, root)
 
 
-def emit_cuda(kernel, *, block_dim: int, arch: int) -> EmittedCuda:
-    """Generate CUDA for one Warp kernel object, alone in its own module."""
+def emit_cuda(kernel, *, block_dim: int, arch: int, root: str | None = None) -> EmittedCuda:
+    """Generate CUDA for one Warp kernel object, alone in its own module (``root``: the
+    folder a user's source files are named relative to, see :func:`postprocess_cuda`)."""
     wp = warp()
     from warp._src import codegen
     from warp._src.context import ModuleBuilder, ModuleHasher
@@ -46,7 +50,7 @@ def emit_cuda(kernel, *, block_dim: int, arch: int) -> EmittedCuda:
     # the kernel is launched (in 1.19: the grid-stride launch form, WP_NO_BFLOAT16 ...).
     options = kernel.module.resolve_options(wp.config, block_dim) | {"output_arch": arch}
     builder = ModuleBuilder(kernel.module, options, ModuleHasher([kernel], options), target="cuda")
-    text = postprocess_cuda(builder.codegen("cuda"))
+    text = postprocess_cuda(builder.codegen("cuda"), root)
 
     header_end = preamble_length(text)
     preamble, body = text[:header_end], text[header_end:]

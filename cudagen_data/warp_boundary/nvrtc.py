@@ -6,6 +6,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 
+from .paths import scrub_paths
 from .runtime import captured_stderr, warp
 
 
@@ -82,6 +83,8 @@ def nvrtc_compile(cuda_source: str, options: NvrtcOptions) -> tuple[bool, str]:
 
 def _clean_log(text: str) -> str:
     # Warp's own summary line carries a path on NVIDIA's build machine: keep the error name only.
+    # Headers NVRTC quotes are named from the `warp` package, not from this machine's install.
+    text = scrub_paths(text)
     lines = []
     for line in text.splitlines():
         if line.startswith("Warp NVRTC compilation error"):
