@@ -217,3 +217,22 @@ def test_nvrtc_named_arguments_match_warps_c_signature():
     assert ok, log
     ok, log = warp_boundary.nvrtc_compile("__global__ void k() { undefined_name; }", warp_boundary.NvrtcOptions(arch=86))
     assert not ok and "undefined_name" in log
+
+
+def test_no_module_imports_another_modules_private_names():
+    # Shared helpers are public (KernelBuilder.var_expr, ops.fits_type, ...); a private name
+    # used from another file is a helper whose owner does not know it is shared.
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("cudagen_data")):
+                base = path.parent
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.parent
+                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+                for a in node.names:
+                    private = a.name.startswith("_") and not a.name.startswith("__")
+                    is_module = (target / f"{a.name}.py").exists() or (target / a.name).is_dir()
+                    if private and not is_module:
+                        offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {a.name} from {node.module}")
+    assert not offenders, "\n".join(offenders)

@@ -23,7 +23,7 @@ from .. import warp_boundary
 from ..dataset.verify import recorded_run, row_to_spec
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
 from ..gpu.twin import NativeFloat64, TwinUnavailable, widen_all
-from ..gpu.worker import _checked_twin
+from ..gpu.worker import checked_twin
 from ..spec import DTYPES, KernelSpec, is_float_dtype
 
 FRESH_TRIES = 3  # fresh draws tried before the fresh check is given up for a row (reported)
@@ -84,7 +84,7 @@ def compute_reference(row: dict, seed: int) -> Reference:
     ref = Reference(spec, [])
     twin = None
     try:
-        twin = _checked_twin(spec)
+        twin = checked_twin(spec)
     except NativeFloat64 as exc:
         ref.twin, ref.native64 = str(exc), True
     except TwinUnavailable as exc:

@@ -240,7 +240,7 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
             out.twin = item.problem
             continue
         try:
-            twin = _checked_twin(item.spec)
+            twin = checked_twin(item.spec)
         except NativeFloat64 as exc:
             out.twin, out.native64 = str(exc), True
             continue
@@ -276,7 +276,7 @@ def _grad_keys(grads: dict) -> dict:
     return {grad_key(n): g for n, g in grads.items()}
 
 
-def _checked_twin(spec: KernelSpec) -> KernelSpec:
+def checked_twin(spec: KernelSpec) -> KernelSpec:
     """The twin, if Warp can generate it (a codegen error would break the shared CPU build)."""
     wp = warp_boundary.warp()
     twin = twin_spec(spec)

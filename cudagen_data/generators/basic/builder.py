@@ -28,6 +28,7 @@ from . import numeric as nm
 from .expr import PREC_ATOM, Expr
 from .interval import Interval
 from .names import NameAllocator
+from .ops import fits_type
 from .wtypes import WType
 
 MAX_SAMPLES = 32
@@ -471,9 +472,7 @@ class KernelBuilder:
 
     def loop_safe(self, iv: Interval, t: WType) -> bool:
         """Whether an interval is fine for a value of type ``t``."""
-        from .ops import _ok_iv  # local: keeps the module dependency one-way
-
-        return _ok_iv(t, iv)
+        return fits_type(t, iv)
 
     def emit_return(self, cond_vals: np.ndarray | None = None) -> None:
         self.emit("return")

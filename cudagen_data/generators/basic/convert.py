@@ -13,6 +13,7 @@ import math
 from . import ops
 from .expr import Expr, const
 from .exprgen import ExprGen
+from .productions import nonzero_vec
 from .wtypes import WType
 
 
@@ -149,8 +150,6 @@ def _to_quat(g: ExprGen, e: Expr, t: WType) -> Expr | None:
     if x is None:
         return None
     axis_src = g.gen(WType(t.scalar, (3,)), 1)
-    from .productions import _nonzero_vec
-
-    axis = ops.normalize(_nonzero_vec(g, axis_src))
+    axis = ops.normalize(nonzero_vec(g, axis_src))
     angle = g.fit_mag(x, math.pi)
     return ops.quat_from_axis_angle(axis, angle) if axis is not None else None

@@ -197,16 +197,16 @@ def smooth_normalize(v: Vals) -> Vals:
 # ------------------------------------------------------------------------------ matrices
 def matmul(a: Vals, b: Vals, a_vec: bool, b_vec: bool) -> Vals:
     if a_vec:  # v @ M
-        va, mb = _bc(a, b)
+        va, mb = broadcast_pair(a, b)
         return np.einsum("si,sij->sj", va, mb)
     if b_vec:  # M @ v
-        ma, vb = _bc(a, b)
+        ma, vb = broadcast_pair(a, b)
         return np.einsum("sij,sj->si", ma, vb)
-    ma, mb = _bc(a, b)
+    ma, mb = broadcast_pair(a, b)
     return np.einsum("sij,sjk->sik", ma, mb)
 
 
-def _bc(a: Vals, b: Vals) -> tuple[Vals, Vals]:
+def broadcast_pair(a: Vals, b: Vals) -> tuple[Vals, Vals]:
     """Broadcast the leading (thread) dimension only."""
     s = max(a.shape[0], b.shape[0])
     if a.shape[0] != s:
@@ -237,7 +237,7 @@ def diag(v: Vals) -> Vals:
 
 # ------------------------------------------------------------------------------ quaternions (x, y, z, w)
 def quat_from_axis_angle(axis: Vals, angle: Vals) -> Vals:
-    axis, angle = _bc(axis, angle)
+    axis, angle = broadcast_pair(axis, angle)
     h = angle * 0.5
     return np.concatenate([axis * np.sin(h)[:, None], np.cos(h)[:, None]], axis=-1)
 
@@ -255,7 +255,7 @@ def quat_rpy(roll: Vals, pitch: Vals, yaw: Vals) -> Vals:
 
 
 def quat_rotate(q: Vals, v: Vals, inverse_: bool = False) -> Vals:
-    q, v = _bc(q, v)
+    q, v = broadcast_pair(q, v)
     qv, w = q[:, :3], q[:, 3]
     c = 2.0 * w * w - 1.0
     d = 2.0 * np.sum(qv * v, axis=-1)
@@ -264,7 +264,7 @@ def quat_rotate(q: Vals, v: Vals, inverse_: bool = False) -> Vals:
 
 
 def quat_mul(a: Vals, b: Vals) -> Vals:
-    a, b = _bc(a, b)
+    a, b = broadcast_pair(a, b)
     av, aw = a[:, :3], a[:, 3]
     bv, bw = b[:, :3], b[:, 3]
     v = aw[:, None] * bv + bw[:, None] * av + np.cross(av, bv)

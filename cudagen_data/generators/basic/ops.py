@@ -43,7 +43,8 @@ DEN_MIN = 0.1
 POW_BASE_MIN = 0.1
 
 
-def _ok_iv(t: WType, iv: Interval) -> bool:
+def fits_type(t: WType, iv: Interval) -> bool:
+    """Whether values in ``iv`` are safe for type ``t`` (finite, within its range)."""
     if not iv.finite():
         return False
     if t.is_float:
@@ -55,7 +56,7 @@ def _ok_iv(t: WType, iv: Interval) -> bool:
 
 
 def _result(text: str, t: WType, iv: Interval, *parts: Expr, vals=None, prec: int = PREC_ATOM, **facts) -> Expr | None:
-    if not _ok_iv(t, iv):
+    if not fits_type(t, iv):
         return None
     if vals is not None:
         if not nm.finite(vals):
@@ -690,7 +691,7 @@ def outer(a: Expr, b: Expr) -> Expr | None:
     if not (a.type.is_vector and b.type.is_vector) or a.type.scalar != b.type.scalar or not a.type.is_float:
         return None
     t = WType(a.type.scalar, (a.type.length, b.type.length))
-    x, y = nm._bc(a.vals, b.vals)
+    x, y = nm.broadcast_pair(a.vals, b.vals)
     return _result(call_text("wp.outer", a, b), t, a.iv * b.iv, a, b, vals=x[:, :, None] * y[:, None, :])
 
 

@@ -316,7 +316,7 @@ def p_cross(g, t, d):
     return ops.cross(a, b)
 
 
-def _nonzero_vec(g: ExprGen, v: Expr) -> Expr:
+def nonzero_vec(g: ExprGen, v: Expr) -> Expr:
     """A vector with a guaranteed minimum length (for normalize)."""
     if v.min_norm >= 0.1:
         return v
@@ -334,7 +334,7 @@ def _nonzero_vec(g: ExprGen, v: Expr) -> Expr:
 
 
 def p_normalize(g, t, d):
-    v = _nonzero_vec(g, _sub(g, t, d))
+    v = nonzero_vec(g, _sub(g, t, d))
     if g.chance(0.15) and t.is_vector:
         return ops.normalize(v, smooth=True)
     return ops.normalize(v)
@@ -360,7 +360,7 @@ def p_reflect(g, t, d):
     if t.is_scalar:
         return None
     v = g.fit_mag(_sub(g, t, d), 20.0)
-    n = ops.normalize(_nonzero_vec(g, g.gen(t, max(0, d - 2))))
+    n = ops.normalize(nonzero_vec(g, g.gen(t, max(0, d - 2))))
     if n is None:
         return None
     dn = ops.dot(v, n)
@@ -382,7 +382,7 @@ def p_vec_norm(g, t, d):
     v = g.fit_mag(g.gen(vt, d - 1), 30.0)
     fn = g.pick(["length", "length", "length_sq", "norm_l1", "norm_l2", "norm_huber", "norm_pseudo_huber"])
     if fn in ("length", "norm_l2"):
-        v = _nonzero_vec(g, v)  # d|v|/dv is undefined at 0
+        v = nonzero_vec(g, v)  # d|v|/dv is undefined at 0
     return ops.vec_norm(fn, v)
 
 
@@ -532,7 +532,7 @@ def quat_unit(g: ExprGen, t: WType, d: int) -> Expr | None:
     comp = t.component()
     r = g.rng.random()
     if r < 0.45:
-        axis = ops.normalize(_nonzero_vec(g, g.gen(WType(t.scalar, (3,)), max(0, d - 1))))
+        axis = ops.normalize(nonzero_vec(g, g.gen(WType(t.scalar, (3,)), max(0, d - 1))))
         angle = g.fit_mag(g.gen(comp, max(0, d - 1)), 6.3)
         return ops.quat_from_axis_angle(axis, angle) if axis is not None else None
     if r < 0.7:

@@ -8,7 +8,7 @@ from ...spec import KernelSpec
 from . import ops
 from .expr import const
 from .frame import Frame, generate_checked, pick, standard_frame
-from .productions import _nonzero_vec
+from .productions import nonzero_vec
 from .stmts import Profile
 from .structs import struct_motif
 from .wtypes import F32, F64, quat, vec
@@ -36,7 +36,7 @@ REQUIRED = ("wp.dot(", "wp.cross(", "wp.length", "wp.normalize(", "wp.cw_", "wp.
 def _orthonormal_frame(f: Frame) -> None:
     """t, b completing a unit normal n to an orthonormal basis (the usual up-vector trick)."""
     kb, g = f.kb, f.gen
-    n = ops.normalize(_nonzero_vec(g, g.gen(V3, 1)))
+    n = ops.normalize(nonzero_vec(g, g.gen(V3, 1)))
     if n is None:
         return
     n = kb.declare("local_vec", n)
