@@ -236,3 +236,25 @@ def test_no_module_imports_another_modules_private_names():
                     if private and not is_module:
                         offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {a.name} from {node.module}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_a_stage_may_only_reject_with_its_own_reasons():
+    from cudagen_data.stages import Item, Stage
+
+    class Leaky(Stage):
+        name = "compile"
+
+        def process(self, items):
+            return [], [items[0].reject(RejectReason.NAN_OUTPUT, "owned by execute")]
+
+    with pytest.raises(AssertionError, match="does not own"):
+        Leaky()([Item(0, "a", 0)])
+
+    class Fine(Stage):
+        name = "compile"
+
+        def process(self, items):
+            return items[1:], [items[0].reject(RejectReason.COMPILE_ERROR, "x")]
+
+    kept, rejects = Fine()([Item(0, "a", 0), Item(1, "a", 0)])
+    assert [i.slot for i in kept] == [1] and rejects[0].reason == "compile_error" and rejects[0].slot == 0
