@@ -36,9 +36,9 @@ KEPT = ("manifest.json", "stats.json", "data")
 
 def made_on() -> dict:
     """The making machine, without anything that names it (no paths, no host name)."""
-    from cudagen_data import warp_env
+    from cudagen_data import warp_boundary
 
-    wp = warp_env.warp()
+    wp = warp_boundary.warp()
     return {
         "python": platform.python_version(),
         "warp": importlib.metadata.version("warp-lang"),

@@ -55,8 +55,8 @@ for name in ("warp", "numpy", "pyarrow", "orjson", "xxhash", "tqdm", "pytest", "
         print(f"{name:16s}", getattr(mod, "__version__", getattr(getattr(mod, "config", None), "version", "?")))
     except Exception as exc:
         print(f"{name:16s} not importable ({type(exc).__name__})")
-from cudagen_data import warp_env
-wp = warp_env.warp()
+from cudagen_data import warp_boundary
+wp = warp_boundary.warp()
 print("warp CUDA devices:", wp.get_cuda_device_count(), [str(d) + " " + d.name + " sm_" + str(d.arch) for d in wp.get_cuda_devices()])
 rt = wp._src.context.runtime
 print("CUDA driver", rt.driver_version, "toolkit", rt.toolkit_version)
