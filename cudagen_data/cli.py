@@ -68,6 +68,10 @@ def format_summary(stats: dict, output: Path | str) -> str:
     if stats.get("execution_pass_rate") is not None:
         rates.append(f"execution {stats['execution_pass_rate']:.1%}")
     lines.append(f"  tried {stats['kernels_tried']} kernels" + (f"; pass rates: {', '.join(rates)}" if rates else " (--fast: no compile or execution)"))
+    grad = stats.get("gradient_check") or {}
+    if grad.get("by_status"):
+        lines.append("  backward: " + ", ".join(f"{s} {n}" for s, n in grad["by_status"].items())
+                     + (f" ({grad['verified_rate']:.1%} verified)" if grad.get("verified_rate") is not None else ""))
     rejects = stats["rejects_by_reason"]
     if rejects:
         lines.append("  rejects: " + ", ".join(f"{r} {n}" for r, n in rejects.items()))
@@ -87,6 +91,7 @@ def produce(
     arch: int = typer.Option(86, "--arch", help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."),
     fast: bool = typer.Option(False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."),
     batch_size: int = typer.Option(100, "--batch-size", help="Kernels per batch (one NVRTC unit and one CPU module each)."),
+    max_chars: int = typer.Option(120_000, "--max-chars", help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long."),
     split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
@@ -104,7 +109,8 @@ def produce(
         _fail(f"--categories: unknown {', '.join(unknown)}; known: {', '.join(known)}", 2)
     try:
         ratios = validate_ratios(_split_list(split_ratios))
-        config = ProduceConfig(count=count, categories=tuple(chosen), seed=seed, arch=arch, fast=fast, batch_size=batch_size, split_ratios=ratios)
+        config = ProduceConfig(count=count, categories=tuple(chosen), seed=seed, arch=arch, fast=fast, batch_size=batch_size, split_ratios=ratios,
+                               max_chars=max_chars)
         _check_arch(arch)
     except ValueError as exc:
         _fail(str(exc), 2)

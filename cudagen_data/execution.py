@@ -121,7 +121,8 @@ def execute_specs(
     def attempt(idx: Sequence[int]) -> list[ExecutionResult] | None:
         sub = [specs[i] for i in idx]
         sources = [(spec.python_source, spec.kernel_name) for spec in sub]
-        with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+        backward = [not forward_only_reason(spec.python_source) for spec in sub]
+        with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL, backward=backward) as (module, kernels, errors):
             build_error = warp_boundary.build_module(module, device) if any(k is not None for k in kernels) else None
             if build_error is not None and len(idx) > 1:
                 return None  # one kernel broke the shared build: bisect
@@ -171,8 +172,8 @@ def run_kernel(
         result.reason, result.detail = bad
         return result
 
-    if uses_while_loop(spec.python_source):
-        result.ok = True  # forward checked; see uses_while_loop for why backward is not run
+    if forward_only_reason(spec.python_source):
+        result.ok = True  # forward checked; a forward-only kernel ships no backward to run
         return result
     seeds = output_grads if output_grads is not None else draw_output_grads(spec, grad_args)
     try:
@@ -201,6 +202,39 @@ def uses_while_loop(source: str) -> bool:
     such kernels are checked forward only and record no gradients.
     """
     return any(isinstance(node, ast.While) for node in ast.walk(ast.parse(source)))
+
+
+def forward_only_reason(source: str) -> str | None:
+    """Why a kernel ships no backward to check (None: it has one).
+
+    A source declares itself forward-only the Warp way: ``wp.set_module_options(
+    {"enable_backward": False})`` or ``@wp.kernel(enable_backward=False)``.  Kernels with
+    a ``while`` loop are forward-only too: Warp 1.19's CPU adjoint of a while loop
+    corrupts the heap (execute.uses_while_loop).
+    """
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and call_name(node.func) == "set_module_options" and node.args:
+            opts = node.args[0]
+            if isinstance(opts, ast.Dict):
+                for k, v in zip(opts.keys, opts.values):
+                    if isinstance(k, ast.Constant) and k.value == "enable_backward" and isinstance(v, ast.Constant) and v.value is False:
+                        return "declared forward-only (enable_backward=False)"
+        if isinstance(node, ast.Call) and call_name(node.func) == "kernel":
+            for kw in node.keywords:
+                if kw.arg == "enable_backward" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                    return "declared forward-only (enable_backward=False)"
+    if uses_while_loop(source):
+        return "while loop: Warp's CPU adjoint of while loops is unusable"
+    return None
+
+
+def call_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
 
 
 def draw_output_grads(spec: KernelSpec, grad_args: list[ArgSpec]) -> dict[str, np.ndarray]:

@@ -119,6 +119,8 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
     const = round(rng.uniform(0.5, 4.0), 3)
     name = f"k_{category}_{index}"
     source = _python_source(name, op, const, func)
+    if not with_backward:  # a forward-only row says so in its source, the Warp way
+        source = source.replace("import warp as wp\n", 'import warp as wp\n\nwp.set_module_options({"enable_backward": False})\n', 1)
     key = xxhash.xxh32_hexdigest(source.encode())
     forward = _cuda(name, key, wop, const, backward=False, func=func)
     backward = _cuda(name, key, wop, const, backward=True, func=func) if with_backward else ""
@@ -162,6 +164,11 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
         "compile": {"arch": ARCH, "status": "ok", "time_ms": round(rng.uniform(15, 40), 3)},
         "warp_version": WARP_VERSION,
         "generator_version": GENERATOR_VERSION,
+        "gradient_check": (
+            {"status": "verified", "reason": "", "precision": "float64", "probes": 4, "worst_rel_error": 1e-10}
+            if with_backward else
+            {"status": "forward_only", "reason": "declared forward-only (enable_backward=False)", "precision": "", "probes": 0, "worst_rel_error": 0.0}
+        ),
     }
 
 
@@ -185,7 +192,8 @@ def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: i
         by_split[split].append(r)
         stats.count_slot(r["category"], path, None)
         stats.stages["dedup"].keep()
-        stats.count_row(r["category"], r["difficulty"], split, r["metadata"]["forward_lines"], r["metadata"]["backward_lines"])
+        stats.count_row(r["category"], r["difficulty"], split, r["metadata"]["forward_lines"], r["metadata"]["backward_lines"],
+                        r["gradient_check"]["status"])
     rejected = Reject(len(rows), categories[0], len(rows), "k_bad", RejectReason.COMPILE_ERROR, "error: identifier undefined", "error: identifier undefined")
     stats.count_slot(rejected.category, path, rejected.reason)
     stats.elapsed_seconds = 12.5

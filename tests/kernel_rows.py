@@ -3,7 +3,7 @@ steps (extract -> CPU run -> test vectors -> build_row), independent of the gene
 
 The kernels cover what the GPU suite must handle: float32 transcendental chains with a
 @wp.func, a scalar argument and a float module constant; vec3 / mat33 / quat types;
-an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16.
+an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a forward-only kernel.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from cudagen_data.canonical import text_hash
 from cudagen_data.pipeline.work import build_row
 from cudagen_data.spec import ArgSpec, KernelSpec
 from cudagen_data.execution import execute_specs, test_vectors
+from cudagen_data.gradcheck import check_gradients
 
 
 def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
@@ -125,6 +126,23 @@ def half_kernel(x: wp.array(dtype=wp.float16), y: wp.array(dtype=wp.float16)):
         (32,),
         None,
     ),
+    # not differentiable by nature (a max accumulator, integer counts): a forward-only row,
+    # no cuda_backward
+    "forward_only": (
+        '''import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+@wp.kernel
+def peak_and_bins(x: wp.array(dtype=float), peak: wp.array(dtype=float), bins: wp.array(dtype=int)):
+    i = wp.tid()
+    wp.atomic_max(peak, 0, x[i] * 2.0)
+    wp.atomic_add(bins, int(wp.floor((x[i] + 1.0) * 2.0)), 1)
+''',
+        (_arr("x", "float32", (32,), domain=(-1.0, 0.99)), _arr("peak", "float32", (1,), "inout", (-5.0, -5.0)), _arr("bins", "int32", (4,), "out")),
+        (32,),
+        None,
+    ),
 }
 
 CATEGORY = "handmade"
@@ -141,11 +159,12 @@ def make_rows(names: list[str]) -> list[dict]:
     config = ProduceConfig(count=len(names), categories=(CATEGORY,))
     specs = [kernel_spec(n, i) for i, n in enumerate(names)]
     runs = execute_specs(specs, reference_checks={})
+    checks = check_gradients(specs, runs)
     rows = []
-    for spec, run in zip(specs, runs):
+    for spec, run, check in zip(specs, runs, checks):
         assert run.ok, f"{spec.kernel_name}: {run.reason} {run.detail}"
         kernel = extract_source(spec.python_source, block_dim=spec.block_dim or 256, arch=config.arch).kernels[0]
-        rows.append(build_row(config, 0, spec, kernel, text_hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"]).to_dict())
+        rows.append(build_row(config, 0, spec, kernel, text_hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"], check).to_dict())
     return rows
 
 

@@ -232,6 +232,10 @@ def test_dry_run_passes_real_rows_with_the_expected_tolerances(dry_run):
         assert v.cuda_regenerated == "identical" and v.cuda_compiled == "identical", name
         assert v.build == "ptx sm_86 (compile only)"
     assert verdicts["float64"].tolerance == "float64_native"
+    # the forward-only row (no cuda_backward) round-trips: regenerated and compiled text
+    # identical, forward run on the recorded inputs, no gradients to compare
+    fwd = verdicts["forward_only"]
+    assert fwd.ok and fwd.ran and fwd.cuda_regenerated == "identical" and fwd.cuda_compiled == "identical"
     for name in ("chain", "geometry", "atomic", "tile", "float16", "argmax"):
         assert verdicts[name].tolerance == "float64_twin", (name, verdicts[name].twin)
     text = format_gpu_report(report)

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cudagen_data.contracts import SPLITS, TIMING_STATS, CompileInfo, Metadata, Row, RunStats, strip_timing
+from cudagen_data.contracts import SPLITS, TIMING_STATS, CompileInfo, GradientCheckInfo, Metadata, Row, RunStats, strip_timing
 from cudagen_data.dataset.store import DatasetFolder
 from cudagen_data.generators import categories
 from cudagen_data.pipeline.config import ProduceConfig, ProduceError
@@ -51,7 +51,8 @@ def _outcome(slot, cat, py, cu, shape="0" * 16):
     row = Row(id=py, kernel_name=f"k{slot}", category=cat, python_source="", cuda_forward="", cuda_backward="",
               metadata=Metadata("cuda", True, 3, 5, 0.0, 0, 0, slot), difficulty="basic", features=[], device_functions="",
               preamble_hash="", arg_specs="[]", launch_dim=[1], block_dim=None, test_vectors="", python_hash=py,
-              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(86, "ok", 0.0), warp_version="", generator_version="")
+              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(86, "ok", 0.0), warp_version="", generator_version="",
+              gradient_check=GradientCheckInfo("verified", "", "float64", 4, 0.0))
     return SlotOutcome(slot, cat, row=row)
 
 

@@ -334,7 +334,9 @@ def test_export_chat(folder, tmp_path):
             assert answer.index("cuda_kernel_forward") < answer.index("cuda_kernel_backward")
             assert "backward (adjoint) kernel" in user["content"]
         else:
-            assert "cuda_kernel_backward" not in answer and "backward" not in user["content"]
+            # a forward-only row: the prompt (outside the source, which says enable_backward: False) asks for no backward
+            prompt = user["content"].replace(f"```python\n{row['python_source'].rstrip()}\n```", "")
+            assert "cuda_kernel_backward" not in answer and "backward" not in prompt
         if row["device_functions"]:
             assert answer.index("static CUDA_CALLABLE") < answer.index("cuda_kernel_forward")
             assert "preceded by the device functions" in user["content"]
@@ -362,7 +364,9 @@ def test_export_forward_only(folder, tmp_path):
     assert export.export(folder, "chat", out, include_backward=False) == N_ROWS
     for record in _read_jsonl(out):
         assert "cuda_kernel_backward" not in record["messages"][2]["content"]
-        assert "backward" not in record["messages"][1]["content"]
+        prompt = record["messages"][1]["content"]
+        prompt = prompt[: prompt.find("```python")] + prompt[prompt.rfind("```") :]  # the source may say enable_backward
+        assert "backward" not in prompt
 
 
 @pytest.mark.parametrize("fmt", ["chat", "completion"])

@@ -15,7 +15,7 @@ import cudagen_data
 from cudagen_data.bisect import bisect_failures, halves
 from cudagen_data.contracts import ROW_SCHEMA, SPLITS, FileEntry, Manifest, ManifestError, Reject, RejectReason, Row, RunStats
 from cudagen_data.contracts.row import COLUMN_DOCS, SUBFIELD_DOCS
-from cudagen_data.stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage
+from cudagen_data.stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, GradientCheckStage
 from cudagen_data.stages.dedup import DedupStage
 
 PACKAGE = Path(cudagen_data.__file__).parent
@@ -75,7 +75,7 @@ def test_row_serializes_in_column_order():
 
 
 def test_every_reason_has_one_owning_stage():
-    stages = {s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, DedupStage)}
+    stages = {s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, GradientCheckStage, DedupStage)}
     for reason in RejectReason:
         assert reason.stage in stages, reason
     owned = [r for s in stages.values() for r in s.reasons]

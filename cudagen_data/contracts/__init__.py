@@ -10,7 +10,7 @@
 
 from .manifest import SPLITS, FileEntry, Manifest, ManifestError
 from .reject import Reject, RejectReason
-from .row import ROW_SCHEMA, SCHEMA_VERSION, CompileInfo, ExtractRecord, Metadata, Row, strip_timing
+from .row import ROW_SCHEMA, SCHEMA_VERSION, CompileInfo, ExtractRecord, GradientCheckInfo, Metadata, Row, strip_timing
 from .stats import TIMING_STATS, RunStats, StageCounter
 from .test_vectors import TestVectors
 
@@ -22,6 +22,7 @@ __all__ = [
     "CompileInfo",
     "ExtractRecord",
     "FileEntry",
+    "GradientCheckInfo",
     "Manifest",
     "ManifestError",
     "Metadata",

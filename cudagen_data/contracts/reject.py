@@ -28,6 +28,8 @@ class RejectReason(str, Enum):
 
     GENERATOR_ERROR = ("generator_error", "generate")
     CODEGEN_ERROR = ("codegen_error", "extract")
+    # python_source + cuda_forward + cuda_backward longer than --max-chars
+    TOO_LONG = ("too_long", "extract")
     COMPILE_ERROR = ("compile_error", "compile")
     LOAD_ERROR = ("load_error", "execute")
     BUILD_ERROR = ("build_error", "execute")
@@ -41,6 +43,8 @@ class RejectReason(str, Enum):
     # The worker died running the slot alone.  Charged to execution: native code running
     # a kernel is what crashes a worker (in --fast, to the last stage the slot reached).
     WORKER_CRASH = ("worker_crash", "execute")
+    # Warp's tape gradient (what cuda_backward computes) disagrees with finite differences
+    ADJOINT_MISMATCH = ("adjoint_mismatch", "gradcheck")
     DUPLICATE_PYTHON = ("duplicate_python", "dedup")
     DUPLICATE_CUDA = ("duplicate_cuda", "dedup")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1  # bump when a column is added, removed or changes meaning
+SCHEMA_VERSION = 2  # bump when a column is added, removed or changes meaning
 
 
 def column(arrow_type: pa.DataType, doc: str):
@@ -55,6 +55,21 @@ class CompileInfo:
     arch: int = column(pa.int32(), "NVRTC target architecture the CUDA was compiled for (e.g. 86 = `sm_86`).")
     status: str = column(pa.string(), "Compile result: `ok` (every published row compiled), `skipped` with `--fast`.")
     time_ms: float = column(pa.float64(), "Wall-clock NVRTC compile time attributed to this kernel.")
+
+
+@dataclass
+class GradientCheckInfo:
+    status: str = column(
+        pa.string(),
+        "`verified`: Warp's tape gradient (what `cuda_backward` computes) agrees with finite differences of the "
+        "forward at every probe; `forward_only`: the kernel ships no backward (its source says "
+        "`enable_backward: False`, or it has a `while` loop); `unverified`: it ships one that could not be "
+        "checked (`reason` says why); `unchecked`: made with `--fast`.",
+    )
+    reason: str = column(pa.string(), "Why the row is forward-only or unverified; empty when verified.")
+    precision: str = column(pa.string(), "`float64` (the kernel's float64 twin) or `float32` (no twin); empty when no probe ran.")
+    probes: int = column(pa.int32(), "Probes compared: single input elements and one random direction through all float inputs.")
+    worst_rel_error: float = column(pa.float64(), "Largest relative difference between tape and finite differences over the probes.")
 
 
 @dataclass
@@ -107,19 +122,23 @@ class Row:
     compile: CompileInfo = column(arrow_struct(CompileInfo), "Struct, fields below.")
     warp_version: str = column(pa.string(), "Version of `warp-lang` that generated the CUDA.")
     generator_version: str = column(pa.string(), "Version of the cudagen-data generator that produced the kernel.")
+    gradient_check: GradientCheckInfo = column(
+        arrow_struct(GradientCheckInfo), "What was verified about the backward (struct, fields below; see \"Verified backward\")."
+    )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> Row:
-        return cls(**{**d, "metadata": Metadata(**d["metadata"]), "compile": CompileInfo(**d["compile"])})
+        return cls(**{**d, "metadata": Metadata(**d["metadata"]), "compile": CompileInfo(**d["compile"]),
+                      "gradient_check": GradientCheckInfo(**d["gradient_check"])})
 
 
 ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(Row)])
 COLUMNS = tuple(ROW_SCHEMA.names)
 COLUMN_DOCS = field_docs(Row)
-SUBFIELD_DOCS = {"metadata": field_docs(Metadata), "compile": field_docs(CompileInfo)}
+SUBFIELD_DOCS = {"metadata": field_docs(Metadata), "compile": field_docs(CompileInfo), "gradient_check": field_docs(GradientCheckInfo)}
 
 # Fields that hold wall-clock timings: the only values that may differ between two runs
 # with the same seed and version.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .reject import RejectReason
 
 # Stages in the order a slot passes them (dedup runs in the producer, on rows).
-WORKER_STAGES = ("generate", "extract", "compile", "execute")
+WORKER_STAGES = ("generate", "extract", "compile", "execute", "gradcheck")
 FAST_STAGES = ("generate", "extract")
 STAGE_NAMES = WORKER_STAGES + ("dedup",)
 TIMED_STAGES = WORKER_STAGES + ("write",)
@@ -63,6 +63,8 @@ class RunStats:
     stages: dict[str, StageCounter] = field(default_factory=lambda: {s: StageCounter() for s in STAGE_NAMES})
     forward_lines: int = 0
     backward_lines: int = 0
+    # category -> gradient_check.status -> accepted rows
+    gradient_check: dict[str, dict[str, int]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in TIMED_STAGES})
     elapsed_seconds: float = 0.0
 
@@ -87,8 +89,11 @@ class RunStats:
         if reason is not None:
             self.stages[path[stop]].reject(reason)
 
-    def count_row(self, category: str, difficulty: str, split: str, forward_lines: int, backward_lines: int) -> None:
+    def count_row(self, category: str, difficulty: str, split: str, forward_lines: int, backward_lines: int,
+                  gradient_status: str = "unchecked") -> None:
         self.accepted[category] += 1
+        per_status = self.gradient_check.setdefault(category, {})
+        per_status[gradient_status] = per_status.get(gradient_status, 0) + 1
         self.by_split[split] += 1
         self.by_difficulty[difficulty] = self.by_difficulty.get(difficulty, 0) + 1
         per_cat = self.by_category_difficulty[category]
@@ -105,6 +110,16 @@ class RunStats:
         for counter in self.stages.values():
             total.update(counter.rejected)
         return dict(sorted(total.items()))
+
+    def gradient_check_json(self) -> dict:
+        """Rows by gradient_check.status, per category and in all; the verified share."""
+        by_cat = {c: dict(sorted(d.items())) for c, d in sorted(self.gradient_check.items())}
+        total: Counter = Counter()
+        for d in by_cat.values():
+            total.update(d)
+        rows = sum(total.values())
+        return {"by_status": dict(sorted(total.items())), "by_category": by_cat,
+                "verified_rate": round(total["verified"] / rows, 4) if rows else None}
 
     # ------------------------------------------------------------ persistence
 
@@ -136,6 +151,7 @@ class RunStats:
             "duplicates_by_hash": {"python": dedup.get("duplicate_python", 0), "cuda": dedup.get("duplicate_cuda", 0)},
             "compile_pass_rate": None if fast else self.stages["compile"].pass_rate(),
             "execution_pass_rate": None if fast else self.stages["execute"].pass_rate(),
+            "gradient_check": self.gradient_check_json(),
             "stages": {name: c.to_json() for name, c in self.stages.items()},
             # timing fields: the only values that differ between two identical runs
             "generation_time_seconds": round(elapsed, 3),

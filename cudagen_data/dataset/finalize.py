@@ -11,7 +11,7 @@ import orjson
 from ..contracts.manifest import SPLITS, FileEntry, Manifest
 from ..contracts.row import ROW_SCHEMA
 from ..contracts.stats import RunStats
-from . import store
+from . import lengths, store
 from .store import DatasetFolder, RunState
 
 
@@ -32,6 +32,9 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int 
             split_files.setdefault(split, []).append(rel)
         rel = store.jsonl_path(split)
         files.append(FileEntry(rel, split, stats["by_split"][split], store.file_checksum(folder.path(rel))))
+    # row lengths per category, from the Parquet just written (stats.json and the card)
+    parquet = [folder.path(rel) for files_of_split in split_files.values() for rel in files_of_split]
+    stats["row_length"] = {**lengths.parquet_distribution(parquet), "max_chars": getattr(config, "max_chars", lengths.DEFAULT_MAX_CHARS)}
     rejects = sum(stats["rejects_by_reason"].values())
     files.append(FileEntry(store.REJECTS_FILE, None, rejects, store.file_checksum(folder.path(store.REJECTS_FILE))))
     manifest = Manifest(

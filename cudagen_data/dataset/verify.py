@@ -25,7 +25,7 @@ from ..contracts.row import COLUMNS, ROW_SCHEMA
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..spec import ArgSpec, KernelSpec
 from ..contracts.test_vectors import TestVectors
-from ..execution import execute_specs
+from ..execution import execute_specs, forward_only_reason
 
 CHUNK = 100  # rows compiled and executed together
 _GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
@@ -176,6 +176,26 @@ def validate_rows(
             progress.update(len(chunk))
 
 
+def check_gradient_declaration(row: dict) -> list[str]:
+    """A row's gradient_check agrees with its backward: forward-only rows ship none and say
+    so in their source; every other row ships one."""
+    from ..gradcheck import STATUSES  # not at import: gradcheck -> gpu.twin -> gpu -> this module
+
+    status = row["gradient_check"]["status"]
+    declared = forward_only_reason(row["python_source"])
+    if status not in STATUSES or status == "mismatch":
+        return [f"gradient_check.status {status!r} is not a row status"]
+    if status == "forward_only" and not declared:
+        return ["forward-only, but the source declares no enable_backward=False (nor has a while loop)"]
+    if declared and status != "forward_only":
+        return [f"the source is forward-only ({declared}), but gradient_check.status is {status!r}"]
+    if status != "forward_only" and not row["cuda_backward"]:
+        return ["no cuda_backward, but the row is not forward-only"]
+    if "enable_backward" in (declared or "") and row["cuda_backward"]:
+        return ["declared forward-only, but cuda_backward is not empty"]
+    return []
+
+
 def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol) -> None:
     def fail(where, row, check, message):
         report.failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message))
@@ -205,6 +225,9 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
             if preamble is None or canonical.text_hash(preamble) != row["preamble_hash"]:
                 fail(where, row, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
                 continue
+        report.checks_run["gradient_declaration"] += 1
+        for p in check_gradient_declaration(row):
+            fail(where, row, "gradient_check", p)
         runnable.append((where, row, preamble))
 
     kernels = [
@@ -245,6 +268,17 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
                 err = max_error_beyond(got[name], expected, rtol, atol)
                 if err is not None:
                     fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+    # The gradient check again, from scratch, where the row says its backward is verified.
+    verified = [(spec, point, where, row) for spec, point, (where, row, _, _) in zip(specs, given, recorded)
+                if row["gradient_check"]["status"] == "verified"]
+    if verified:
+        from ..gradcheck import Point, check_gradients, summary_reason
+
+        checks = check_gradients([v[0] for v in verified], [Point(*v[1]) for v in verified])
+        report.checks_run["gradient_check"] += len(checks)
+        for (_, _, where, row), check in zip(verified, checks):
+            if check.status != "verified":
+                fail(where, row, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
 
 
 def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False) -> ValidationReport:

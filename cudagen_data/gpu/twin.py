@@ -45,6 +45,12 @@ WIDE_DTYPE: dict[str, str] = {
 }
 
 
+# Builtins Warp 1.19 has in float32 only (warp.math helpers with float32 literals, tile
+# scans): a source using one has no twin, found here before a CPU build tries it.
+FLOAT32_ONLY = ("tile_scan_inclusive", "tile_scan_exclusive", "norm_l1", "norm_l2", "norm_huber",
+                "norm_pseudo_huber", "smooth_normalize")
+
+
 class TwinUnavailable(Exception):
     """Why a row has no float64 twin (one line)."""
 
@@ -78,6 +84,11 @@ class _Widen(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in FLOAT32_ONLY:
+            raise TwinUnavailable(f"wp.{node.func.attr} has no float64 version in Warp")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("quat_identity", "transform_identity") and not node.args and not node.keywords:
+            self.changed = True  # the identity's dtype defaults to float32
+            return ast.copy_location(ast.Call(node.func, [], [ast.keyword("dtype", _wp_attr("float64", self._wp()))]), node)
         # wp.float64(2.0) needs no second wrapping (and stays readable).
         if (
             isinstance(node.func, ast.Attribute)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import orjson
 
 from .. import __version__
+from ..dataset.lengths import DEFAULT_MAX_CHARS
 from ..extract import DEFAULT_ARCH
 
 DEFAULT_SPLIT_RATIOS = (0.98, 0.01, 0.01)
@@ -34,6 +35,7 @@ class ProduceConfig:
     fast: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
     split_ratios: tuple[float, float, float] = DEFAULT_SPLIT_RATIOS
+    max_chars: int = DEFAULT_MAX_CHARS  # longer rows (python + forward + backward) are rejected: too_long
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -44,6 +46,8 @@ class ProduceConfig:
             raise ValueError(f"categories repeat: {', '.join(self.categories)}")
         if self.batch_size < 1:
             raise ValueError(f"--batch-size must be at least 1 (got {self.batch_size})")
+        if self.max_chars < 1:
+            raise ValueError(f"--max-chars must be at least 1 (got {self.max_chars})")
 
     def quota(self, category: str) -> int:
         """Rows wanted of ``category``: N / C, the first N % C categories one more."""
@@ -95,6 +99,8 @@ def command_line(config: ProduceConfig) -> str:
         parts.append(f"--batch-size {config.batch_size}")
     if tuple(config.split_ratios) != DEFAULT_SPLIT_RATIOS:
         parts.append("--split-ratios " + ",".join(str(r) for r in config.split_ratios))
+    if config.max_chars != DEFAULT_MAX_CHARS:
+        parts.append(f"--max-chars {config.max_chars}")
     if config.fast:
         parts.append("--fast")
     return " ".join(parts)

@@ -163,7 +163,8 @@ def consume(config: ProduceConfig, result: BatchResult, stats: RunStats, dedup: 
             if reject is None:
                 split = assign_split(row.shape_hash, config.split_ratios)
                 rows_by_split[split].append(row)
-                stats.count_row(row.category, row.difficulty, split, row.metadata.forward_lines, row.metadata.backward_lines)
+                stats.count_row(row.category, row.difficulty, split, row.metadata.forward_lines, row.metadata.backward_lines,
+                                row.gradient_check.status)
                 continue
         rejects.append(reject)
     stats.add_seconds(result.stage_seconds)

@@ -18,13 +18,15 @@ import orjson
 
 from .. import canonical
 from ..contracts.reject import Reject
-from ..contracts.row import CompileInfo, Metadata, Row
+from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Row
 from ..contracts.stats import WORKER_STAGES
 from ..contracts.test_vectors import TestVectors
 from ..extract import ExtractedKernel
 from ..generators import GENERATOR_VERSION
 from ..spec import KernelSpec
-from ..stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, Item, Stage
+from ..execution import forward_only_reason
+from ..gradcheck import GradientCheck
+from ..stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, GradientCheckStage, Item, Stage
 from .config import ProduceConfig, versions
 
 
@@ -48,9 +50,9 @@ class BatchResult:
 
 def worker_stages(config: ProduceConfig) -> list[Stage]:
     """The stages a worker runs, in order (``--fast``: generate and extract only)."""
-    stages: list[Stage] = [GenerateStage(config.seed), ExtractStage(config.arch)]
+    stages: list[Stage] = [GenerateStage(config.seed), ExtractStage(config.arch, config.max_chars)]
     if not config.fast:
-        stages += [CompileStage(config.arch), ExecuteStage()]
+        stages += [CompileStage(config.arch), ExecuteStage(), GradientCheckStage()]
     return stages
 
 
@@ -80,7 +82,7 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
         items, rejects = stage(items)
         for reject in rejects:
             outcomes[reject.slot].reject = reject
-    share = stages[-1].share_ms if isinstance(stages[-1], ExecuteStage) else 0.0
+    share = sum(getattr(s, "share_ms", 0.0) for s in stages)  # execution and check time per kernel
 
     result = BatchResult(batch, [outcomes[s] for s in sorted(outcomes)], stage_seconds={name: 0.0 for name in WORKER_STAGES})
     for stage in stages:
@@ -91,9 +93,17 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
         preamble_hash = canonical.text_hash(kernel.preamble)
         result.preambles.setdefault(preamble_hash, kernel.preamble)
         generation_ms = round(item.front_ms + item.compile_ms + share, 3)
-        outcomes[item.slot].row = build_row(config, batch, item.spec, kernel, preamble_hash, item.vectors, status, generation_ms, round(item.compile_ms, 3), warp_version)
+        check = item.gradient_check or unchecked(item.spec.python_source)
+        outcomes[item.slot].row = build_row(config, batch, item.spec, kernel, preamble_hash, item.vectors, status, generation_ms,
+                                            round(item.compile_ms, 3), warp_version, check)
     result.worker_rss_mb = _rss_mb()
     return result
+
+
+def unchecked(source: str) -> GradientCheck:
+    """The gradient_check of a row that did not pass the check stage (``--fast``)."""
+    why = forward_only_reason(source)
+    return GradientCheck("forward_only", why) if why else GradientCheck("unchecked", "--fast: not executed")
 
 
 CRASH_ENV = "CUDAGEN_TEST_CRASH_SLOTS"
@@ -138,6 +148,7 @@ def build_row(
     generation_ms: float,
     compile_ms: float,
     warp_version: str,
+    gradient_check: GradientCheck,
 ) -> Row:
     """A dataset row (the contract: contracts/row.py)."""
     python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
@@ -172,4 +183,5 @@ def build_row(
         compile=CompileInfo(arch=config.arch, status=compile_status, time_ms=compile_ms),
         warp_version=warp_version,
         generator_version=GENERATOR_VERSION,
+        gradient_check=GradientCheckInfo(**gradient_check.to_row()),
     )

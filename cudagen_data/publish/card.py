@@ -280,6 +280,53 @@ _LINE_FIGURES = (("avg_forward_lines", "mean lines, `cuda_forward`"), ("avg_back
 _RATE_FIGURES = (("compile_pass_rate", "NVRTC compile pass rate"), ("execution_pass_rate", "CPU execution pass rate"))
 
 
+VERIFIED_BACKWARD_DOC = """\
+A row's backward is **verified** (`gradient_check.status`) when Warp's tape gradient (what
+`cuda_backward` computes) agrees with central finite differences of the forward, at the
+row's recorded inputs, for the seeded loss `sum(output * output_grads)`: on single elements
+of every float input array (its largest gradient and random ones) and along one random
+direction through all of them.  Where Warp accepts a float64 version of the kernel (every
+float type widened; Warp emits the same adjoint code for it) the check runs in float64
+(tolerance 1e-3 relative), otherwise in float32 (5e-2); `gradient_check.precision` says which.
+Each probe is differenced with three step sizes and one-sided at a tiny step; where these
+disagree the loss has a kink there (`abs`, `max`, a branch), so another probe is drawn
+instead: a kink is never counted against a row.  Rows whose tape gradient disagrees are
+not in the dataset (`adjoint_mismatch` in the rejects).  **forward-only** rows ship no
+backward (`cuda_backward` is empty; the source says `wp.set_module_options({"enable_backward":
+False})`): kernels with no gradient by nature (integer outputs, argmax / top-k indices,
+`atomic_min`/`atomic_max` accumulators, builtins without an adjoint in Warp), and kernels
+with a `while` loop.  Gradients of by-value scalar arguments are not part of any backward
+Warp emits (they stay in kernel-local variables) and are not checked."""
+
+
+def _gradients_section(stats: dict) -> str:
+    """What "verified backward" means, how many rows have one, and row lengths."""
+    grad = stats.get("gradient_check") or {}
+    by_cat = grad.get("by_category") or {}
+    out = [VERIFIED_BACKWARD_DOC]
+    if by_cat:
+        rows = []
+        for cat, counts in by_cat.items():
+            total = sum(counts.values())
+            rows.append((f"`{cat}`", _fmt_int(total), _fmt_int(counts.get("verified", 0)),
+                         _pct(counts.get("verified", 0) / total if total else 0.0), _fmt_int(counts.get("forward_only", 0)),
+                         _fmt_int(counts.get("unverified", 0))))
+        tot = {k: sum(c.get(k, 0) for c in by_cat.values()) for k in ("verified", "forward_only", "unverified")}
+        n = sum(sum(c.values()) for c in by_cat.values())
+        rows.append(("**all**", _fmt_int(n), _fmt_int(tot["verified"]), _pct(tot["verified"] / n if n else 0.0),
+                     _fmt_int(tot["forward_only"]), _fmt_int(tot["unverified"])))
+        out.append(_table(("category", "rows", "verified backward", "%", "forward-only", "unverified"), rows))
+    lengths = stats.get("row_length") or {}
+    if lengths.get("by_category"):
+        rows = [(f"`{c}`", _fmt_int(d["median"]), _fmt_int(d["p95"]), _fmt_int(d["max"])) for c, d in lengths["by_category"].items()]
+        a = lengths["all"]
+        rows.append(("**all**", _fmt_int(a["median"]), _fmt_int(a["p95"]), _fmt_int(a["max"])))
+        out.append("Row length (characters of `python_source` + `cuda_forward` + `cuda_backward`; rows over "
+                   f"{_fmt_int(lengths.get('max_chars', 0))} are not in the dataset):\n\n"
+                   + _table(("category", "median", "p95", "max"), rows))
+    return "\n\n".join(out)
+
+
 def _figures_section(stats: dict, counts: dict[str, int]) -> str:
     # Only figures present in stats.json are shown: older or partial stats still render.
     out = [_table(("split", "rows"), [(f"`{s}`", _fmt_int(n)) for s, n in counts.items()])]
@@ -340,8 +387,11 @@ Every pair compiles and runs; each row carries recorded test vectors.
 4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward; outputs
    must be finite and not constant. Inputs, outputs and gradients are kept as `test_vectors`,
    so the CUDA can be checked on a GPU.
-5. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
-6. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
+5. **Gradient check.** The tape gradient is compared with finite differences of the forward
+   (see "Verified backward"); rows whose backward disagrees are rejected. Rows longer than
+   {_fmt_int((stats.get("row_length") or {}).get("max_chars", 120000))} characters (Python + forward + backward) are rejected too.
+6. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
+7. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
    test = {" / ".join(str(r) for r in ratios)}), so kernels that differ only in identifiers or
    constants never appear in two splits.
 
@@ -367,6 +417,10 @@ Warp's CUDA preamble (identical for every row of one Warp version) is stored onc
 ## Figures
 
 {_figures_section(stats, counts)}
+
+## Verified backward
+
+{_gradients_section(stats)}
 
 ## Reproduce
 

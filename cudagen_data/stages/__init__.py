@@ -3,9 +3,10 @@
 A slot (category, per-category index) becomes a row by passing, in order::
 
     generate  (category, seed, index) -> KernelSpec           rejects: generator_error
-    extract   KernelSpec -> ExtractedKernel (Warp codegen)    rejects: codegen_error
+    extract   KernelSpec -> ExtractedKernel (Warp codegen)    rejects: codegen_error, too_long
     compile   NVRTC, one translation unit per batch           rejects: compile_error
     execute   Warp CPU backend, forward + backward            rejects: load_error ... nan_gradient
+    gradcheck tape gradient vs finite differences             rejects: adjoint_mismatch
     dedup     (in the producer, in slot order)                rejects: duplicate_python, duplicate_cuda
 
 Each step is a :class:`Stage`: it takes a list of items, returns the kept items and
@@ -27,5 +28,6 @@ from .dedup import DedupStage
 from .execute import ExecuteStage
 from .extract import ExtractStage
 from .generate import GenerateStage
+from .gradcheck import GradientCheckStage
 
-__all__ = ["CompileStage", "DedupStage", "ExecuteStage", "ExtractStage", "GenerateStage", "Item", "Stage"]
+__all__ = ["CompileStage", "DedupStage", "ExecuteStage", "ExtractStage", "GenerateStage", "GradientCheckStage", "Item", "Stage"]

@@ -9,6 +9,7 @@ from .. import warp_boundary
 from ..contracts.reject import Reject, RejectReason
 from ..contracts.test_vectors import TestVectors
 from ..extract import ExtractedKernel
+from ..gradcheck import GradientCheck
 from ..spec import KernelSpec
 
 
@@ -24,6 +25,7 @@ class Item:
     front_ms: float = 0.0  # generate + extract wall time of this item
     compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call)
     vectors: TestVectors | None = None  # execute
+    gradient_check: GradientCheck | None = None  # gradcheck
 
     def reject(self, reason: RejectReason, detail: str, log: str = "") -> Reject:
         # messages may quote this machine's files (Warp's headers, its kernel cache): never kept

@@ -6,16 +6,18 @@ import time
 
 from ..contracts.reject import Reject, RejectReason
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
+from ..dataset.lengths import DEFAULT_MAX_CHARS, row_length
 from .base import Item, Stage
 
 
 class ExtractStage(Stage):
     name = "extract"
-    reasons = (RejectReason.CODEGEN_ERROR,)
+    reasons = (RejectReason.CODEGEN_ERROR, RejectReason.TOO_LONG)
 
-    def __init__(self, arch: int) -> None:
+    def __init__(self, arch: int, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         super().__init__()
         self.arch = arch
+        self.max_chars = max_chars
 
     def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         kept, rejects = [], []
@@ -28,6 +30,10 @@ class ExtractStage(Stage):
             if report.errors or kernel is None:
                 detail = "; ".join(f"line {e.line}: {e.message}" for e in report.errors) or f"no kernel named {spec.kernel_name}"
                 rejects.append(item.reject(RejectReason.CODEGEN_ERROR, detail))
+                continue
+            length = row_length(spec.python_source, kernel.forward, kernel.backward)
+            if length > self.max_chars:
+                rejects.append(item.reject(RejectReason.TOO_LONG, f"{length} characters of Python + forward + backward CUDA (--max-chars {self.max_chars})"))
                 continue
             item.kernel = kernel
             kept.append(item)

@@ -7,51 +7,78 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .runtime import captured_stderr, clear_private_cache, loaded_source, release_module, warp
+from .runtime import captured_stderr, clear_private_cache, loaded_source, release_module, unregister_kernel, warp
 
 _batch_counter = 0
 
 
+class BatchModule:
+    """One Warp module that the kernels of many sources are gathered into (one CPU build).
+
+    Kernels can be added, and taken out again before the next build (the gradient check
+    swaps a float64 twin that Warp rejects for the row's own kernel in place).
+    """
+
+    def __init__(self, stack: contextlib.ExitStack, optimization_level: int):
+        global _batch_counter
+        warp()
+        from warp._src.context import Module
+
+        _batch_counter += 1
+        self.module = Module(f"cudagen_batch_{_batch_counter}", None)
+        self.module.options["optimization_level"] = optimization_level
+        self._stack = stack
+
+    def add(self, source: str, kernel_name: str, *, backward: bool = True) -> tuple[object | None, str]:
+        """Load ``source`` and register its kernel ``kernel_name``: (kernel, "") or
+        (None, why not).  ``backward=False`` builds no adjoint for it (a forward-only
+        kernel's own module options are lost when it joins the shared module)."""
+        wp = warp()
+        try:
+            # Shared module: @wp.func names must stay unique across the batch.
+            loaded = self._stack.enter_context(loaded_source(source, fresh_function_names=False))
+        except SyntaxError as exc:
+            return None, f"SyntaxError: {exc.msg} (line {exc.lineno})"
+        kernel = getattr(loaded.module, kernel_name, None)
+        if not isinstance(kernel, wp.Kernel):
+            return None, loaded.errors[0].message if loaded.errors else f"no kernel named {kernel_name!r}"
+        kernel.module = self.module
+        if not backward:
+            kernel.options["enable_backward"] = False
+        self.module.register_kernel(kernel)
+        return kernel, ""
+
+    def drop(self, kernel) -> None:
+        """Take a kernel out again (one whose code generation failed), before the next build."""
+        unregister_kernel(self.module, kernel)
+
+
 @contextlib.contextmanager
-def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int) -> Iterator[tuple[object, list, list[str]]]:
+def open_batch_module(*, optimization_level: int) -> Iterator[BatchModule]:
+    """An empty :class:`BatchModule`; it and every source loaded into it are released
+    when the block ends."""
+    with contextlib.ExitStack() as stack:
+        batch = BatchModule(stack, optimization_level)
+        try:
+            yield batch
+        finally:
+            release_module(batch.module)
+            clear_private_cache()
+
+
+@contextlib.contextmanager
+def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int,
+                 backward: Sequence[bool] | None = None) -> Iterator[tuple[object, list, list[str]]]:
     """Load each ``(python_source, kernel_name)`` and gather its kernel into one Warp module.
 
     Yields ``(module, kernels, errors)``: the kernel object per source (None where the
     source failed to load or has no kernel of that name, the reason in ``errors``).
-    Everything is released when the block ends.
+    ``backward[i]`` False: no adjoint for source i.  Everything is released when the
+    block ends.
     """
-    global _batch_counter
-    wp = warp()
-    from warp._src.context import Module
-
-    _batch_counter += 1
-    module = Module(f"cudagen_batch_{_batch_counter}", None)
-    module.options["optimization_level"] = optimization_level
-    kernels: list = []
-    errors: list[str] = []
-    with contextlib.ExitStack() as stack:
-        for source, kernel_name in sources:
-            try:
-                # Shared module: @wp.func names must stay unique across the batch.
-                loaded = stack.enter_context(loaded_source(source, fresh_function_names=False))
-            except SyntaxError as exc:
-                kernels.append(None)
-                errors.append(f"SyntaxError: {exc.msg} (line {exc.lineno})")
-                continue
-            kernel = getattr(loaded.module, kernel_name, None)
-            if not isinstance(kernel, wp.Kernel):
-                kernels.append(None)
-                errors.append(loaded.errors[0].message if loaded.errors else f"no kernel named {kernel_name!r}")
-                continue
-            kernel.module = module
-            module.register_kernel(kernel)
-            kernels.append(kernel)
-            errors.append("")
-        try:
-            yield module, kernels, errors
-        finally:
-            release_module(module)
-            clear_private_cache()
+    with open_batch_module(optimization_level=optimization_level) as batch:
+        added = [batch.add(src, name, backward=backward[i] if backward is not None else True) for i, (src, name) in enumerate(sources)]
+        yield batch.module, [k for k, _ in added], [e for _, e in added]
 
 
 def build_module(module, device: str) -> str | None:

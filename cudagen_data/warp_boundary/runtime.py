@@ -196,6 +196,14 @@ def release_module(module) -> None:
     module.dependents.clear()
 
 
+def unregister_kernel(module, kernel) -> None:
+    """Remove a kernel from a module it was registered in (the inverse of register_kernel)."""
+    module._live_kernels.discard(kernel)
+    if module.kernels.get(kernel.key) is kernel:
+        del module.kernels[kernel.key]
+    module.mark_modified()
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -1,0 +1,38 @@
+"""gradcheck: is the shipped backward right?  Warp's tape gradient against finite
+differences of the forward (cudagen_data/gradcheck.py), on the float64 twin where Warp
+has one; rows that disagree are rejected (adjoint_mismatch), every other row records
+what was verified."""
+
+from __future__ import annotations
+
+import time
+
+from ..contracts.reject import Reject, RejectReason
+from ..gradcheck import Point, check_gradients, summary_reason
+from .base import Item, Stage
+
+
+class GradientCheckStage(Stage):
+    name = "gradcheck"
+    reasons = (RejectReason.ADJOINT_MISMATCH,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.share_ms = 0.0  # the last call's wall time per kernel (a row's time includes it)
+
+    def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
+        t0 = time.perf_counter()
+        points = []
+        for item in items:
+            decoded = item.vectors.decoded()
+            points.append(Point(decoded["inputs"], decoded["output_grads"]))
+        checks = check_gradients([item.spec for item in items], points)
+        self.share_ms = (time.perf_counter() - t0) * 1000.0 / len(items)
+        kept, rejects = [], []
+        for item, check in zip(items, checks):
+            if check.status == "mismatch":
+                rejects.append(item.reject(RejectReason.ADJOINT_MISMATCH, summary_reason(check)))
+            else:
+                item.gradient_check = check
+                kept.append(item)
+        return kept, rejects

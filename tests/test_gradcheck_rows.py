@@ -1,0 +1,75 @@
+"""Rows say what was verified about their backward, and `cudagen validate` checks it again:
+real rows (tests/kernel_rows.py, a forward-only one among them) written as a dataset
+folder by the producer's writer, validated, and tampered with."""
+
+from __future__ import annotations
+
+import kernel_rows
+import orjson
+import pytest
+from fixtures_rows import write_folder
+from gradcheck_kernels import BAD
+
+from cudagen_data.dataset.verify import validate_path
+from cudagen_data.execution import execute_specs
+from cudagen_data.execution import test_vectors as vectors_of
+from cudagen_data.extract import extract_source
+from cudagen_data.gradcheck import GradientCheck
+from cudagen_data.pipeline.config import ProduceConfig, versions
+from cudagen_data.canonical import text_hash
+from cudagen_data.pipeline.work import build_row
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS))))
+
+
+def _jsonl(path, rows):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def test_rows_record_the_check(rows):
+    assert rows["forward_only"]["gradient_check"]["status"] == "forward_only"
+    assert rows["forward_only"]["cuda_backward"] == "" and not rows["forward_only"]["metadata"]["has_backward"]
+    for name in ("chain", "geometry", "tile", "float64", "float16"):
+        check = rows[name]["gradient_check"]
+        assert check["status"] == "verified" and check["precision"] == "float64" and check["probes"] >= 3, name
+        assert check["worst_rel_error"] < 1e-3
+
+
+def test_validate_reruns_the_gradient_check_and_passes_forward_only_rows(rows, tmp_path):
+    write_folder(tmp_path / "ds", list(rows.values()))
+    report = validate_path(tmp_path / "ds")
+    assert report.ok, [(f.check, f.message) for f in report.failures]
+    assert report.checks_run["gradient_check"] == sum(r["gradient_check"]["status"] == "verified" for r in rows.values())
+    card = (tmp_path / "ds" / "README.md").read_text()
+    assert "## Verified backward" in card and "forward-only" in card
+    stats = orjson.loads((tmp_path / "ds" / "stats.json").read_bytes())
+    assert stats["gradient_check"]["by_status"]["forward_only"] == 1
+    assert stats["row_length"]["all"]["rows"] == len(rows)
+
+
+def test_validate_catches_a_wrong_backward_claimed_verified(tmp_path):
+    """A row made with the producer's steps from a kernel Warp differentiates wrongly (a
+    dynamic loop's carried value used non-linearly after it), claiming "verified"."""
+    spec = BAD["dynamic_loop"]
+    (run,) = execute_specs([spec], reference_checks={})
+    kernel = extract_source(spec.python_source).kernels[0]
+    config = ProduceConfig(count=1, categories=(spec.category,))
+    claim = GradientCheck("verified", "", "float64", 4, 0.0)
+    row = build_row(config, 0, spec, kernel, text_hash(kernel.preamble), vectors_of(spec, run), "ok", 0.0, 0.0, versions()["warp"], claim)
+    report = validate_path(_jsonl(tmp_path / "bad.jsonl", [row.to_dict()]))
+    failures = [(f.check, f.message) for f in report.failures]
+    assert [c for c, _ in failures] == ["gradient_check"], failures
+    assert "re-check says mismatch" in failures[0][1] and "dynamic for loop" in failures[0][1]
+
+
+def test_validate_catches_false_forward_only_claims(rows, tmp_path):
+    chain = rows["chain"]
+    lying_fwd = {**rows["forward_only"], "gradient_check": {**chain["gradient_check"]}}
+    claims_fwd = {**chain, "gradient_check": {**rows["forward_only"]["gradient_check"]}}
+    report = validate_path(_jsonl(tmp_path / "rows.jsonl", [lying_fwd, claims_fwd]))
+    problems = {(f.row_id == chain["id"], f.check) for f in report.failures}
+    assert problems == {(False, "gradient_check"), (True, "gradient_check")}
