@@ -15,10 +15,14 @@ import numpy as np
 import xxhash
 
 from ..spec import KernelSpec
+from .differentiable import adjoint_hazard, declare_forward_only, forward_only_cause
 
 # Bump when a change to any generator changes what it emits for a given seed, or when the
-# rows change otherwise (3: machine-independent paths in the CUDA and in logs, issue #18).
-GENERATOR_VERSION = "3"
+# rows change otherwise (3: machine-independent paths in the CUDA and in logs, issue #18;
+# 4: kernels stay inside what Warp differentiates correctly, issue #12).
+GENERATOR_VERSION = "4"
+
+REDRAWS = 8  # draws after the first while a kernel's adjoint would be wrong
 
 GeneratorFn = Callable[[np.random.Generator], KernelSpec]
 
@@ -55,5 +59,17 @@ def generate(category: str, seed: int, index: int) -> KernelSpec:
         fn = registry()[category]
     except KeyError:
         raise ValueError(f"unknown category {category!r}; known: {', '.join(categories())}") from None
-    spec = fn(category_rng(seed, category, index))
+    rng = category_rng(seed, category, index)
+    spec = fn(rng)
+    # Stay inside what Warp differentiates correctly: draw again (same rng stream) while
+    # the kernel has a construct whose Warp adjoint is wrong.  The prediction is
+    # conservative (some kernels it flags differentiate correctly), so a kernel still
+    # flagged after REDRAWS is kept: the gradient check decides, and rejects what is wrong.
+    for _ in range(REDRAWS):
+        if forward_only_cause(spec) or not adjoint_hazard(spec):
+            break
+        spec = fn(rng)
+    cause = forward_only_cause(spec)
+    if cause:
+        spec = declare_forward_only(spec, cause)
     return dataclasses.replace(spec, category=category, seed=int(seed), index=int(index))

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...spec import KernelSpec
 from .expr import Expr
-from .frame import Frame, generate_checked, launch_shape, pick
+from .frame import Frame, ensure_float_io, generate_checked, launch_shape, pick
 from .interval import Interval
 from .stmts import Profile
 from .wtypes import F32, F64, I8, I16, I32, I64, U8, U32
@@ -68,6 +68,8 @@ def _build(rng: np.random.Generator) -> Frame:
     n_out = int(rng.integers(1, 3))
     in_types = [pick(rng, IO_TYPES) for _ in range(n_in)]
     out_types = [pick(rng, IO_TYPES) for _ in range(n_out)]
+    if rng.random() < 0.9:
+        ensure_float_io(in_types, out_types)  # else no gradient: a forward-only row
     f.start(launch_shape(rng, dims, f.max_threads_for(in_types + out_types)))
     for t in in_types:
         f.add_input(t)

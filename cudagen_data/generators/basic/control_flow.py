@@ -21,7 +21,7 @@ PROFILE = Profile(
     families={"arith": 3.0, "select": 2.0, "minmax": 1.0, "trig": 0.5, "explog": 0.5, "round": 0.4, "cast": 0.5,
               "intdiv": 0.6, "helper": 0.12, "special": 0.3},
     local_types=((F32, 4.0), (I32, 2.5), (F64, 0.4)),
-    stmts={"let": 2.0, "update": 2.0, "if": 3.0, "for": 2.5, "while": 1.0, "early_return": 0.8, "helper": 0.5,
+    stmts={"let": 2.0, "update": 2.0, "if": 3.0, "for": 2.5, "while": 0.25, "early_return": 0.8, "helper": 0.5,
            "neighbour": 0.5},
     size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 4, 2, 3)},
 )
@@ -185,12 +185,13 @@ def _stencil(f: Frame) -> None:
     v.uses = 0
 
 
-MOTIFS = (_collatz, _newton_sqrt, _piecewise, _search, _stencil)
+# _collatz is a while loop: a forward-only row (Warp's CPU adjoint of while loops is unusable)
+MOTIFS = (_collatz, _newton_sqrt, _newton_sqrt, _piecewise, _piecewise, _search, _stencil, _stencil)
 
 
 def _build(rng: np.random.Generator) -> Frame:
     f = standard_frame(rng, "control_flow", PROFILE, IN_POOL, OUT_POOL, dims=(1, 1, 1, 2, 2, 3), n_in=(1, 3),
-                       n_out=(1, 2), param_pool=(F32, I32), n_params=(0, 1, 1, 2), nouns=NOUNS)
+                       n_out=(1, 2), param_pool=(F32, I32), n_params=(0, 1, 1, 2), nouns=NOUNS, float_io=0.9)
     f.require_any(REQUIRED)
     if rng.random() < 0.5:
         pick(rng, MOTIFS)(f)

@@ -19,7 +19,7 @@ from .features import extract_features
 from .funcs import call_new_helper, helper_hook_for
 from .names import NOUNS
 from .stmts import TIERS, BodyGen, Profile, index_role, role_for
-from .wtypes import WType
+from .wtypes import F32, WType
 
 MAX_COMPONENTS = 256  # per array (test vectors store whole arrays)
 
@@ -208,18 +208,30 @@ class Frame:
         )
 
 
+def ensure_float_io(in_types: list[WType], out_types: list[WType]) -> None:
+    """Make the first input and the last output float32 unless some already are float."""
+    if not any(t.is_float for t in in_types):
+        in_types[0] = F32
+    if not any(t.is_float for t in out_types):
+        out_types[-1] = F32
+
+
 def standard_frame(rng: np.random.Generator, category: str, profile: Profile, in_pool: tuple[WType, ...],
                    out_pool: tuple[WType, ...], dims: tuple[int, ...] = (1, 1, 1, 2, 2, 3), n_in: tuple[int, int] = (1, 3),
                    n_out: tuple[int, int] = (1, 2), param_pool: tuple[WType, ...] = (), n_params: tuple[int, ...] = (0,),
-                   first_in: WType | None = None, nouns: tuple[str, ...] = NOUNS) -> Frame:
+                   first_in: WType | None = None, nouns: tuple[str, ...] = NOUNS, float_io: float = 0.0) -> Frame:
     """A frame with its launch grid, per-thread inputs/outputs and scalar parameters set up,
-    the thread-index line emitted and most inputs loaded into locals."""
+    the thread-index line emitted and most inputs loaded into locals.  ``float_io``: the
+    probability that a float input and a float output are guaranteed (a kernel with
+    neither has no gradient: a forward-only row)."""
     f = Frame(rng, category, profile, nouns=nouns)
     ndim = int(pick(rng, dims))
     in_types = [pick(rng, in_pool) for _ in range(int(rng.integers(n_in[0], n_in[1] + 1)))]
     if first_in is not None:
         in_types[0] = first_in
     out_types = [pick(rng, out_pool) for _ in range(int(rng.integers(n_out[0], n_out[1] + 1)))]
+    if float_io and rng.random() < float_io:
+        ensure_float_io(in_types, out_types)
     f.start(launch_shape(rng, ndim, f.max_threads_for(in_types + out_types)))
     for t in in_types:
         f.add_input(t)

@@ -257,7 +257,9 @@ class BodyGen:
         return True
 
     def s_elem(self, nest: int) -> None:
-        """Write one component of a local vector or matrix: ``v[1] = ...``, ``m[0, 2] += ...``."""
+        """Change one component of a local vector or matrix by building a fresh value:
+        ``v = wp.vec3(v[0], v[1] + ..., v[2])``.  (A component write, ``v[1] += ...``, is
+        what Warp 1.19 differentiates wrongly unless a global config flag is set.)"""
         kb, g = self.kb, self.g
         cands = [v for v in self.updatable() if (v.expr.type.is_vector or v.expr.type.is_matrix)
                  and v.loop_depth == len(kb.loops)]
@@ -273,16 +275,19 @@ class BodyGen:
         vals = kb.full(old.vals)
         if t.is_vector:
             k = int(self.rng.integers(t.length))
-            target = f"{var.name}.{'xyzw'[k]}" if k < 4 and g.chance(0.5) else f"{var.name}[{k}]"
+            cells = [f"{var.name}[{j}]" for j in range(t.length)]
+            at = k
             sel = (slice(None), k)
         else:
             r, c = int(self.rng.integers(t.shape[0])), int(self.rng.integers(t.shape[1]))
-            target = f"{var.name}[{r}, {c}]"
+            cells = [f"{var.name}[{i}, {j}]" for i in range(t.shape[0]) for j in range(t.shape[1])]
+            at = r * t.shape[1] + c
             sel = (slice(None), r, c)
         op = g.pick(["=", "+=", "-="]) if not t.is_unsigned else "="
         ev = kb.full(e.vals)
         vals[sel] = ev if op == "=" else (vals[sel] + ev if op == "+=" else vals[sel] - ev)
-        kb.emit(f"{target} {op} {e.text}")
+        cells[at] = e.text if op == "=" else f"{cells[at]} {op[0]} ({e.text})"
+        kb.emit(f"{var.name} = {t.ctor}({', '.join(cells)})")
         iv = old.iv.union(e.iv) if op == "=" else old.iv.union(old.iv + e.iv if op == "+=" else old.iv - e.iv)
         var.expr = kb.var_expr(var.name, old.with_(iv=iv, vals=vals, unit=False, min_norm=0.0, det_lo=0.0))
         var.uses = 0

@@ -24,7 +24,8 @@ CATEGORY = "scan"
 
 
 def generate(rng: np.random.Generator) -> KernelSpec:
-    strategy = choice(rng, ["serial", "naive", "blocked", "tile", "tile_carry"], [0.3, 0.2, 0.15, 0.2, 0.15])
+    # tile scans have no adjoint in Warp 1.19 (forward-only rows): a fifth of the category
+    strategy = choice(rng, ["serial", "naive", "blocked", "tile", "tile_carry"], [0.35, 0.25, 0.2, 0.12, 0.08])
     op = "max" if coin(rng, 0.15) else "sum"
     mode = "inclusive" if op == "max" else choice(rng, ["inclusive", "exclusive"])
     names = Names(rng)
