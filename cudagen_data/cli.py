@@ -34,12 +34,13 @@ def expected_errors(fn):
         from .contracts.manifest import ManifestError
         from .dataset.store import DatasetError
         from .extract import ExtractError
+        from .mine import MineError
         from .pipeline.config import ProduceError
         from .publish import PublishError
 
         try:
             return fn(*args, **kwargs)
-        except (ProduceError, DatasetError, ExtractError, PublishError, ManifestError) as exc:
+        except (ProduceError, DatasetError, ExtractError, PublishError, ManifestError, MineError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             typer.echo("\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True)
@@ -169,6 +170,49 @@ def extract(
         if not rows and not errors:
             typer.echo(f"{file}: no @wp.kernel found", err=True)
         raise typer.Exit(1)
+
+
+@app.command()
+@expected_errors
+def mine(
+    paths: Optional[list[Path]] = typer.Argument(None, help="Files or folders of Warp programs (default: the installed Warp's examples, tests and library)."),
+    output: Path = typer.Option(DEFAULT_OUTPUT, "--output", "-o", help="Dataset folder: the rows become its `real` configuration."),
+    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (each file is mined in one)."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds one file may take (import, code generation, runs)."),
+    arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
+    compile_check: bool = typer.Option(True, "--compile/--no-compile", help="Compile each kernel with NVRTC."),
+    run: bool = typer.Option(True, "--run/--no-run", help="Run kernels whose arguments can be filled, on the CPU."),
+    split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+) -> None:
+    """Mine real Warp programs into pairs: every kernel found, with provenance; a report of those not mined."""
+    from .mine.discover import find_files
+    from .mine.folder import REJECTS_FILE, synthetic_shapes, write_real
+    from .mine.pool import Options
+    from .mine.run import format_summary, mine_sources
+    from .publish.splits import validate_ratios
+
+    try:
+        _check_arch(arch)
+        ratios = validate_ratios(_split_list(split_ratios))
+        if timeout <= 0:
+            raise ValueError(f"--timeout {timeout}: must be > 0")
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    files = find_files(paths or None)  # a missing path fails here, before anything is written
+    shapes = synthetic_shapes(output)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(files), desc="mining", unit="file", file=sys.stderr)
+    result = mine_sources(files, workers=workers, options=Options(arch=arch, compile_check=compile_check, run=run, timeout_s=timeout),
+                          synthetic_shapes=shapes, ratios=ratios, progress=(lambda res: bar.update(1)) if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    words = ["cudagen", "mine", *[str(p) for p in paths or []], "--output", str(output)]
+    write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words))
+    typer.echo(format_summary(result.stats, output, REJECTS_FILE))
 
 
 @app.command()

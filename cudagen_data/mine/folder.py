@@ -1,0 +1,111 @@
+"""Write mined rows into a dataset folder as its second configuration, ``real``.
+
+The folder may already hold the synthetic ``default`` configuration (``cudagen
+produce``), or nothing yet.  ``real`` gets Parquet shards of its own per split under
+``data/real/``, listed in ``manifest.json`` with ``"config": "real"``; its figures go to
+``stats.json`` → ``real``; every kernel that was not mined goes to ``rejects_real.jsonl``
+with its reason.  The card is rendered again with both configurations.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from ..dataset import store
+from ..publish.splits import SPLITS
+from .rows import REAL_ROW_SCHEMA, kernel_shape_hash
+
+CONFIG = "real"
+DATA_DIR = f"data/{CONFIG}"
+REJECTS_FILE = f"rejects_{CONFIG}.jsonl"
+
+
+def synthetic_shapes(root: Path) -> set[str]:
+    """Kernel-level shape hashes of the folder's synthetic rows (empty if it has none)."""
+    folder = store.DatasetFolder(root)
+    shapes: set[str] = set()
+    for split in SPLITS:
+        for row in folder.iter_rows(split):
+            try:
+                shapes.add(kernel_shape_hash(row["python_source"]))
+            except SyntaxError:
+                continue
+    return shapes
+
+
+def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dict[str, str], stats: dict,
+               command: str) -> dict:
+    """Replace the folder's ``real`` configuration with these rows; returns the manifest."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..pipeline.producer import versions
+
+    root = Path(root)
+    data_dir = root / DATA_DIR
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for old in data_dir.glob("*.parquet"):
+        old.unlink()
+    files = []
+    for split in SPLITS:
+        part = [{k: v for k, v in r.items() if k != "split"} for r in rows if r["split"] == split]
+        if not part:
+            continue
+        n_shards = -(-len(part) // store.SHARD_ROWS)
+        for shard in range(n_shards):
+            chunk = part[shard * store.SHARD_ROWS:(shard + 1) * store.SHARD_ROWS]
+            rel = f"{DATA_DIR}/{split}-{shard:05d}-of-{n_shards:05d}.parquet"
+            tmp = root / (rel + ".tmp")
+            pq.write_table(pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA), tmp, compression="zstd",
+                           row_group_size=store.ROW_GROUP_ROWS)
+            os.replace(tmp, root / rel)
+            files.append({"path": rel, "split": split, "config": CONFIG, "rows": len(chunk),
+                          "xxh3_128": store.file_checksum(root / rel)})
+    rejects_data = b"".join(orjson.dumps(r) + b"\n" for r in rejects)
+    store._atomic_write(root / REJECTS_FILE, rejects_data)
+    files.append({"path": REJECTS_FILE, "split": None, "config": CONFIG, "rows": len(rejects),
+                  "xxh3_128": store.file_checksum(root / REJECTS_FILE)})
+
+    manifest_path = root / "manifest.json"
+    manifest = orjson.loads(manifest_path.read_bytes()) if manifest_path.exists() else {
+        "format": "cudagen-data", "schema_version": 1, "versions": versions(), "preambles": {}, "files": []}
+    manifest["files"] = [f for f in manifest.get("files", []) if f.get("config", "default") != CONFIG] + files
+    manifest["preambles"] = dict(sorted({**manifest.get("preambles", {}), **preambles}.items()))
+    manifest[CONFIG] = {"command": command, "versions": versions()}
+    stats_path = root / "stats.json"
+    all_stats = orjson.loads(stats_path.read_bytes()) if stats_path.exists() else {}
+    all_stats[CONFIG] = stats
+    store.write_json(stats_path, all_stats)
+    store.write_json(manifest_path, manifest)
+    store.write_text(root / "README.md", render_readme(root, manifest, all_stats))
+    return manifest
+
+
+def render_readme(root: Path, manifest: dict, all_stats: dict) -> str:
+    """The card with both configurations (``real`` only if the folder has no synthetic rows)."""
+    from ..dataset.schema import ROW_SCHEMA
+    from ..publish.card import split_num_bytes
+    from ..publish.card_real import render_card_with_real
+
+    def split_files(config: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for f in manifest["files"]:
+            if f.get("config", "default") == config and f["path"].endswith(".parquet"):
+                out.setdefault(f["split"], []).append(f["path"])
+        return out
+
+    real_files = split_files(CONFIG)
+    real_counts = {s: sum(f["rows"] for f in manifest["files"] if f.get("config") == CONFIG and f["split"] == s)
+                   for s in SPLITS if real_files.get(s)}
+    default_files = split_files("default")
+    default = None
+    if default_files:
+        stats = {k: v for k, v in all_stats.items() if k != CONFIG}
+        default = {"manifest": manifest, "stats": stats, "schema": ROW_SCHEMA, "split_files": default_files,
+                   "num_bytes": split_num_bytes(root, default_files)}
+    return render_card_with_real(default=default, real_split_files=real_files, real_counts=real_counts,
+                                 real_schema=REAL_ROW_SCHEMA, real_stats=all_stats[CONFIG],
+                                 real_num_bytes=split_num_bytes(root, real_files))

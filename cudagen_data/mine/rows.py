@@ -1,0 +1,172 @@
+"""Mined kernels -> rows of the ``real`` configuration: provenance, dedup, splits.
+
+Pure functions over the plain data the workers hand back.  A mined row's
+``python_source`` is the kernel's own definition as written in its file (it needs the
+file's helpers and constants to run: ``provenance`` says where it lives).  Its
+``shape_hash`` is the canonical shape of that definition, the split key; overloads of
+one generic kernel share it (same split) but are distinct rows, since their CUDA differs.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import orjson
+import pyarrow as pa
+import xxhash
+
+from .. import __version__, canonical
+from ..dataset.schema import ROW_SCHEMA
+from ..publish.splits import DEFAULT_RATIOS, assign_split
+from .pool import FileResult
+from .worker import MinedKernel, Reject
+
+CATEGORY = "real"
+LICENSES = {"warp-lang": "Apache-2.0"}
+
+PROVENANCE_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("line", pa.int32()),
+        ("qualname", pa.string()),
+        ("overload", pa.string()),
+        ("package", pa.string()),
+        ("package_version", pa.string()),
+        ("license", pa.string()),
+        ("executed", pa.bool_()),
+        ("not_executed_reason", pa.string()),
+        ("gradients_checked", pa.bool_()),
+    ]
+)
+REAL_ROW_SCHEMA = ROW_SCHEMA.append(pa.field("provenance", PROVENANCE_TYPE))
+
+GRADIENTS_UNCHECKED = "gradients recorded, not checked against finite differences"
+
+
+def kernel_shape_hash(source: str) -> str:
+    """Shape hash of the first kernel definition in ``source`` alone.
+
+    Comparable between a mined row (a bare definition) and a synthetic row (a module
+    with imports and helpers): both reduce to the ``@wp.kernel`` def itself.
+    """
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(_is_kernel(d) for d in node.decorator_list):
+            return canonical.shape_hash(ast.unparse(node))
+    return canonical.shape_hash(source)
+
+
+def _is_kernel(node: ast.expr) -> bool:
+    from .discover import is_kernel_decorator
+
+    return is_kernel_decorator(node)
+
+
+@dataclass
+class Dedup:
+    """Keeps the first kernel of each (shape, overload) and of each CUDA text."""
+
+    synthetic_shapes: set[str] = field(default_factory=set)
+    shapes: dict[tuple[str, str], str] = field(default_factory=dict)
+    cuda: dict[str, str] = field(default_factory=dict)
+
+    def check(self, k: MinedKernel, shape: str, cuda_hash: str) -> str | None:
+        """None if new (and remembered), else what it duplicates."""
+        where = f"{k.relpath}:{k.line}"
+        if shape in self.synthetic_shapes:
+            return "same shape as a synthetic row"
+        key = (shape, k.overload)
+        if key in self.shapes:
+            return f"same shape as {self.shapes[key]}"
+        if cuda_hash in self.cuda:
+            return f"same CUDA as {self.cuda[cuda_hash]}"
+        self.shapes[key] = where
+        self.cuda[cuda_hash] = where
+        return None
+
+
+def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[str, str] | None = None,
+               licenses: dict[str, str] | None = None, synthetic_shapes: set[str] | None = None,
+               ratios=DEFAULT_RATIOS, gradients_checked: bool = False) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """(rows with their split, rejects, preambles by hash), in a fixed order.
+
+    Files are taken in path order and kernels in line order, so which of two
+    duplicates is kept never depends on which worker finished first.
+    """
+    versions = versions or {"warp-lang": warp_version}
+    licenses = {**LICENSES, **(licenses or {})}
+    dedup = Dedup(set(synthetic_shapes or ()))
+    rows: list[dict] = []
+    rejects: list[dict] = []
+    preambles: dict[str, str] = {}
+    for res in sorted(results, key=lambda r: r.src.relpath):
+        rejects += [reject_record(r) for r in res.rejects]
+        for i, k in enumerate(res.kernels):
+            if k.compile_ok is False:
+                rejects.append(reject_record(Reject(k.relpath, k.line, _named(k), "compile_failed", _first(k.compile_log))))
+                continue
+            executed = res.executed.get(i)
+            python_hash, _ = canonical.canonical_hashes(k.python_source)
+            shape = kernel_shape_hash(k.python_source)
+            cuda_hash = xxhash.xxh3_64_hexdigest((k.forward + k.backward).encode())
+            dup = dedup.check(k, shape, cuda_hash)
+            if dup is not None:
+                rejects.append(reject_record(Reject(k.relpath, k.line, _named(k), "duplicate", dup)))
+                continue
+            preamble_hash = xxhash.xxh3_64_hexdigest(k.preamble.encode())
+            preambles[preamble_hash] = k.preamble
+            not_run = k.not_run or res.not_run.get(i, "") or (executed.not_run if executed else "") or \
+                ("" if executed else "not run")
+            vectors = executed.test_vectors if executed is not None and executed.test_vectors else None
+            specs = executed.arg_specs if executed is not None else k.arg_specs
+            row_id = python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
+            rows.append({
+                "id": row_id,
+                "kernel_name": k.kernel_name,
+                "category": CATEGORY,
+                "python_source": k.python_source,
+                "cuda_forward": k.forward,
+                "cuda_backward": k.backward,
+                "metadata": {
+                    "device": "cuda", "has_backward": bool(k.backward),
+                    "forward_lines": k.forward.count("\n"), "backward_lines": k.backward.count("\n"),
+                    "generation_time_ms": k.generation_ms, "seed": 0, "batch": 0, "index": 0,
+                },
+                "difficulty": k.difficulty,
+                "features": list(k.features),
+                "device_functions": k.device_functions,
+                "preamble_hash": preamble_hash,
+                "arg_specs": orjson.dumps(specs or []).decode(),
+                "launch_dim": list(k.launch_dim) if vectors else [],
+                "block_dim": None,
+                "test_vectors": orjson.dumps(vectors).decode() if vectors else None,
+                "python_hash": python_hash,
+                "shape_hash": shape,
+                "cuda_hash": cuda_hash,
+                "compile": {"arch": k.arch, "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
+                "warp_version": warp_version,
+                "generator_version": __version__,
+                "provenance": {
+                    "path": k.relpath, "line": k.line, "qualname": k.qualname, "overload": k.overload,
+                    "package": k.package, "package_version": versions.get(k.package, ""),
+                    "license": licenses.get(k.package, ""), "executed": vectors is not None,
+                    "not_executed_reason": "" if vectors else not_run,
+                    "gradients_checked": bool(vectors and gradients_checked and k.backward),
+                },
+                "split": assign_split(shape, ratios),
+            })  # fmt: skip
+    return rows, rejects, preambles
+
+
+def _named(k: MinedKernel) -> str:
+    return f"{k.qualname}[{k.overload}]" if k.overload else k.qualname
+
+
+def _first(log: str) -> str:
+    lines = [ln for ln in log.splitlines() if "error" in ln.lower()] or log.splitlines() or [""]
+    return lines[0].strip()
+
+
+def reject_record(r: Reject) -> dict:
+    return {"path": r.relpath, "line": r.line, "kernel": r.kernel, "reason": r.reason, "detail": r.detail}

@@ -1,0 +1,126 @@
+"""`cudagen mine` as a library call: files -> workers -> rows, rejects and figures."""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .discover import SourceFile, find_files, kernel_defs
+from .pool import FileResult, Options, mine_files
+from .rows import build_rows, reject_record
+from .worker import Reject
+
+
+@dataclass
+class MineResult:
+    rows: list[dict]
+    rejects: list[dict]
+    preambles: dict[str, str]
+    stats: dict = field(default_factory=dict)
+    files: list[FileResult] = field(default_factory=list)
+
+
+def mine_paths(paths: list[str | os.PathLike] | None, *, workers: int = 2, options: Options = Options(),
+               synthetic_shapes: set[str] | None = None, ratios=None, progress=None) -> MineResult:
+    """Mine ``paths`` (the installed Warp with none); see the package docstring."""
+    return mine_sources(find_files(paths), workers=workers, options=options, synthetic_shapes=synthetic_shapes,
+                        ratios=ratios, progress=progress)
+
+
+def mine_sources(files: list[SourceFile], *, workers: int = 2, options: Options = Options(),
+                 synthetic_shapes: set[str] | None = None, ratios=None, progress=None) -> MineResult:
+    """Mine these files (as :func:`.discover.find_files` lists them)."""
+    import warp
+
+    started = time.perf_counter()
+    results: list[FileResult] = []
+    for res in mine_files(files, options, workers=max(1, workers)):
+        results.append(res)
+        if progress is not None:
+            progress(res)
+    for res in results:
+        _expand_file_rejects(res)
+    kwargs = {} if ratios is None else {"ratios": ratios}
+    rows, rejects, preambles = build_rows(results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, **kwargs)
+    stats = compute_stats(files, results, rows, rejects, time.perf_counter() - started)
+    return MineResult(rows, rejects, preambles, stats, results)
+
+
+def _expand_file_rejects(res: FileResult) -> None:
+    """A file-level failure (timeout, crash) becomes one reject per kernel it declares."""
+    file_level = [r for r in res.rejects if r.kernel == "" and r.line == 0]
+    if not file_level:
+        return
+    try:
+        defs = kernel_defs(ast.parse(Path(res.src.path).read_text(encoding="utf-8", errors="replace")))
+    except SyntaxError:
+        defs = []
+    covered = {k.line for k in res.kernels} | {r.line for r in res.rejects if r.kernel}
+    kept = [r for r in res.rejects if r not in file_level]
+    for r in file_level:
+        missing = [d for d in defs if d.line not in covered]
+        kept += [Reject(r.relpath, d.line, d.qualname, r.reason, r.detail) for d in missing] or ([r] if not defs else [])
+    res.rejects = kept
+
+
+def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list[dict], rejects: list[dict],
+                  seconds: float) -> dict:
+    declared = 0
+    for src in files:
+        try:
+            declared += len(kernel_defs(ast.parse(Path(src.path).read_text(encoding="utf-8", errors="replace"))))
+        except SyntaxError:
+            pass
+    generated = sum(len(r.kernels) for r in results)
+    compiled = sum(1 for r in results for k in r.kernels if k.compile_ok)
+    checked = sum(1 for r in results for k in r.kernels if k.compile_ok is not None)
+    executed = sum(1 for row in rows if row["provenance"]["executed"])
+    by_reason = Counter(r["reason"] for r in rejects)
+    not_run = Counter(_reason_class(row["provenance"]["not_executed_reason"]) for row in rows if not row["provenance"]["executed"])
+    return {
+        "files": len(files),
+        "kernel_definitions": declared,
+        "kernels_generated": generated,  # overloads count one each
+        "compile_checked": checked,
+        "compile_passed": compiled,
+        "compile_pass_rate": round(compiled / checked, 4) if checked else None,
+        "rows": len(rows),
+        "executed": executed,
+        "executed_rate": round(executed / len(rows), 4) if rows else None,
+        "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
+        "rejects_by_reason": dict(sorted(by_reason.items())),
+        "not_executed_by_reason": dict(sorted(not_run.items())),
+        "seconds": round(seconds, 3),  # timing: differs between runs
+        "stage_seconds": {k: round(sum(r.stage_seconds.get(k, 0.0) for r in results), 3)
+                          for k in sorted({k for r in results for k in r.stage_seconds})},  # worker time, summed
+    }
+
+
+def _reason_class(text: str) -> str:
+    """A short class for a not-executed reason (the full text stays in the row)."""
+    if text.startswith("argument "):
+        return "argument type cannot be filled"
+    for prefix in ("writes no array", "tile kernel", "run crashed", "run hung", "runs stopped", "CPU build failed",
+                   "run failed", "output ", "gradient of", "array access"):
+        if text.startswith(prefix):
+            return prefix
+    return text or "unknown"
+
+
+def format_summary(stats: dict, output, rejects_file: str) -> str:
+    """What `cudagen mine` prints at the end."""
+    lines = [
+        f"{stats['files']} files, {stats['kernel_definitions']} kernel definitions, "
+        f"{stats['kernels_generated']} kernels generated (overloads count one each)",
+        f"compile check: {stats['compile_passed']}/{stats['compile_checked']} passed",
+        f"rows: {stats['rows']} ({', '.join(f'{k} {v}' for k, v in stats['by_split'].items())}), "
+        f"executed with test vectors: {stats['executed']}",
+        f"not mined: {sum(stats['rejects_by_reason'].values())} "
+        f"({', '.join(f'{k} {v}' for k, v in stats['rejects_by_reason'].items())}) -> {Path(output) / rejects_file}",
+        f"time: {stats['seconds']:.1f} s -> {output} (configuration 'real')",
+    ]
+    return "\n".join(lines)

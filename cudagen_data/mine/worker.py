@@ -1,0 +1,364 @@
+"""Mine one file (runs in a worker process): kernels -> CUDA -> compile check -> CPU run.
+
+:func:`mine_file` yields plain-data messages as it goes, so that a file which later
+hangs or crashes its worker still hands over what was done before: first every kernel's
+CUDA and compile verdict, then the CPU runs in small chunks.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from .. import warp_env
+from ..warp_boundary import mining as warp_mining
+from ..extract.codegen import DEFAULT_ARCH, generate_cuda
+from ..extract.nvrtc import compile_units
+from ..generators.ml._common import difficulty_of, features_of
+from ..spec import KernelSpec, is_float_dtype
+from ..validate import execute
+from . import argspecs
+from .collect import collect
+from .discover import SourceFile
+
+EXECUTE_CHUNK = 40  # kernels per CPU build (a failed build is bisected)
+
+
+@dataclass
+class Reject:
+    """A kernel (or a whole file, ``kernel == ""``) that did not become a row."""
+
+    relpath: str
+    line: int
+    kernel: str
+    reason: str  # see REASONS in report.py
+    detail: str
+
+
+@dataclass
+class MinedKernel:
+    relpath: str
+    package: str
+    line: int  # the kernel's first decorator line in its file
+    qualname: str
+    kernel_name: str
+    overload: str  # Warp's signature of a generic kernel's overload; "" otherwise
+    python_source: str  # the kernel's own definition, dedented
+    preamble: str
+    device_functions: str
+    forward: str
+    backward: str
+    generation_ms: float
+    features: list[str]
+    difficulty: str
+    compile_ok: bool | None = None
+    compile_log: str = ""
+    compile_ms: float = 0.0
+    arch: int = DEFAULT_ARCH
+    arg_specs: list[dict] | None = None  # None: cannot be filled from annotations
+    launch_dim: list[int] = field(default_factory=list)
+    not_run: str = ""  # why the kernel was not run (or its run not kept)
+    test_vectors: dict | None = None
+
+
+@dataclass
+class Executed:
+    """The CPU run of one kernel of the file's kernel list."""
+
+    index: int
+    test_vectors: dict | None
+    arg_specs: list[dict] | None
+    not_run: str
+
+
+def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
+                run: bool = True) -> Iterator[tuple[str, Any]]:
+    """Mine a few files; their CPU runs share builds (an LLVM build costs ~1 s whatever its size).
+
+    Yields, per file: ("start", pos), ("seconds", {...}), ("kernels", (pos, kernels,
+    rejects)); then ("runs", None) and ("executed", [(pos, Executed), ...]) chunks.
+    """
+    queue: list[tuple[int, int, MinedKernel, object]] = []  # (file position, kernel index, kernel, wp.Kernel)
+    for pos, src in enumerate(srcs):
+        yield "start", pos
+        kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=compile_check, run=run)
+        yield "seconds", seconds
+        yield "kernels", (pos, kernels, rejects)
+        queue += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live))
+                  if not k.not_run and k.compile_ok is not False]
+    if not run or not queue:
+        return
+    yield "runs", None
+    warp_mining.reset_process_state()  # the last file may have changed wp.config (mode, ...)
+    for start in range(0, len(queue), EXECUTE_CHUNK):
+        chunk = queue[start:start + EXECUTE_CHUNK]
+        clock = time.perf_counter()
+        done = run_chunk([c[2] for c in chunk], [c[3] for c in chunk], [c[1] for c in chunk])
+        for c, e in zip(chunk, done):
+            e.not_run = public_text(e.not_run, srcs[c[0]])
+        yield "seconds", {"run": time.perf_counter() - clock}
+        yield "executed", [(c[0], e) for c, e in zip(chunk, done)]
+
+
+def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
+                 run: bool = True) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
+    """(kernels with CUDA and compile verdict, rejects, live kernel objects, stage seconds)."""
+    seconds = {}
+    clock = time.perf_counter()
+    found = collect(src)
+    seconds["import"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    rejects: list[Reject] = []
+    if found.import_error is not None:
+        reason = classify_import_error(found.import_error)
+        detail = public_text(found.import_error, src)
+        rejects += [Reject(src.relpath, d.line, d.qualname, reason, detail) for d in found.defs]
+        return [], rejects, [], seconds
+    for d, err in found.replay_errors or []:
+        rejects.append(Reject(src.relpath, d.line, d.qualname, "not_replayable", public_text(err, src)))
+    covered = {f.line for f in found.found} | {d.line for d, _ in found.replay_errors or []}
+    for d in found.defs:
+        if d.line not in covered:
+            # Defined inside a function that import does not run, in a class body that
+            # failed, or under a branch not taken at import.
+            rejects.append(Reject(src.relpath, d.line, d.qualname, "not_created", "the definition never ran at import"))
+    defs_by_line = {d.line: d for d in found.defs}
+    lines = found.source.splitlines(True)
+    tree = ast.parse(found.source)
+    ends = {n.lineno: n.end_lineno for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    kernels: list[MinedKernel] = []
+    live: list[object] = []
+    for f in found.found:
+        d = defs_by_line[f.line]
+        source = textwrap.dedent("".join(lines[f.line - 1: ends.get(d.def_line, d.def_line)]))
+        targets = [(f.kernel, "")]
+        if f.kernel.is_generic:
+            targets = [(ovl, sig) for sig, ovl in f.kernel.overloads.items()]
+            if not targets:
+                rejects.append(Reject(src.relpath, f.line, f.qualname, "generic_no_overloads",
+                                      "generic kernel with no wp.overload: its types are only known at launch"))
+        for target, sig in targets:
+            t0 = time.perf_counter()
+            try:
+                with warp_env.quiet_stderr():
+                    ext = generate_cuda(target, arch=arch)
+            except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
+                rejects.append(Reject(src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(_first_line(exc), src)))
+                continue
+            ms = (time.perf_counter() - t0) * 1000.0
+            specs, why = argspecs.arg_specs(target)
+            kernel_tree = ast.parse(source)
+            feats = features_of(kernel_tree)
+            kernels.append(MinedKernel(
+                relpath=src.relpath, package=src.package, line=f.line, qualname=f.qualname,
+                kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
+                preamble=ext.preamble, device_functions=normalize_paths(ext.device_functions, src),
+                forward=normalize_paths(ext.forward, src), backward=normalize_paths(ext.backward, src),
+                generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty_of(kernel_tree, feats),
+                arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
+                launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,
+            ))  # fmt: skip
+            live.append(target)
+    seconds["codegen"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if compile_check and kernels:
+        from ..extract.codegen import ExtractedKernel
+
+        units = [ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
+                 for k in kernels]
+        for k, res in zip(kernels, compile_units(units, arch=arch)):
+            k.compile_ok, k.compile_log, k.compile_ms = res.ok, res.log, round(res.time_ms, 3)
+    seconds["compile"] = time.perf_counter() - clock
+    for k in kernels:
+        if not k.not_run and argspecs.uses_tiles(k.python_source):
+            k.not_run = "tile kernel: its block size is not stated in the source"
+        elif not k.not_run and not run:
+            k.not_run = "not run (--no-run)"
+    return kernels, rejects, live, seconds
+
+
+def _named(qualname: str, sig: str) -> str:
+    return f"{qualname}[{sig}]" if sig else qualname
+
+
+def classify_import_error(message: str) -> str:
+    low = message.lower()
+    if "cuda" in low and ("device" in low or "driver" in low or "not available" in low) or "gpu" in low:
+        return "needs_gpu"
+    if message.startswith(("ModuleNotFoundError", "ImportError")):
+        return "missing_dependency"
+    if message.startswith("SyntaxError"):
+        return "syntax_error"
+    return "import_error"
+
+
+def public_text(text: str, src: SourceFile) -> str:
+    """An error message with this machine's paths made relative, on one line."""
+    import os
+
+    from .discover import _warp_root_or_none
+
+    prefixes = [os.path.dirname(src.root) + os.sep]
+    warp_root = _warp_root_or_none()
+    if warp_root is not None:
+        prefixes.append(str(warp_root.parent) + os.sep)
+    for p in sorted(set(prefixes), key=len, reverse=True):
+        text = text.replace(p, "")
+    return " ".join(text.split("\\n")).replace("\n", " ")
+
+
+def normalize_paths(text: str, src: SourceFile) -> str:
+    """Machine paths Warp writes into CUDA comments (``// /abs/file.py:12``), made relative.
+
+    A file under the mined root is named as rows name it; Warp's own library files as
+    ``warp/...``.  (Issue #18 moves this rule to the Warp boundary for every output.)
+    """
+    import os
+
+    from .discover import _warp_root_or_none
+
+    prefixes = [os.path.dirname(src.root) + os.sep]
+    warp_root = _warp_root_or_none()
+    if warp_root is not None:
+        prefixes.append(str(warp_root.parent) + os.sep)
+    for p in sorted(set(prefixes), key=len, reverse=True):
+        text = text.replace("// " + p, "// ")
+    return text
+
+
+# --------------------------------------------------------------------------- CPU runs
+
+
+def _spec(k: MinedKernel, specs: list, index: int) -> KernelSpec:
+    from ..spec import ArgSpec
+
+    key = f"{k.relpath}:{k.line}:{k.qualname}:{k.overload}"
+    return KernelSpec(
+        category="real", kernel_name=k.kernel_name, python_source=k.python_source,
+        args=tuple(ArgSpec.from_dict(s) for s in specs), launch_dim=tuple(k.launch_dim),
+        difficulty=k.difficulty, seed=xxhash.xxh3_64_intdigest(key.encode()) & 0x7FFFFFFFFFFFFFFF, index=0,
+    )  # fmt: skip
+
+
+try:
+    from ..bisect import bisect_failures  # the restructure's one bisection helper
+except ImportError:  # TEMPORARY until the restructure lands on main
+
+    def bisect_failures(items, attempt):
+        results = attempt(items)
+        if results is not None:
+            return results
+        mid = len(items) // 2
+        return bisect_failures(items[:mid], attempt) + bisect_failures(items[mid:], attempt)
+
+
+def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> list[Executed]:
+    """Build the chunk's kernels as one CPU module and run each (bisecting a failed build)."""
+
+    def attempt(pos):
+        with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
+            error = execute._build(module, "cpu")
+            if error is not None and len(pos) > 1:
+                return None
+            if error is not None:
+                # the build log's first line only: the rest names private cache paths
+                return [Executed(indices[pos[0]], None, kernels[pos[0]].arg_specs, f"CPU build failed: {error.split(' | ')[0]}")]
+            return [run_isolated(kernels[p], live[p], indices[p]) for p in pos]
+
+    return bisect_failures(list(range(len(kernels))), attempt)
+
+
+RUN_TIMEOUT_S = 20.0
+
+
+def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
+    """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), writes
+    out of bounds (SIGSEGV) or never ends costs only that child, not the worker and the
+    CPU build it holds.  The child only launches the already built kernel."""
+    import os
+    import pickle
+    import select
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(read_end)
+            data = pickle.dumps(run_one(k, kernel, index))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    timed_out = False
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                timed_out = True
+                os.kill(pid, signal.SIGKILL)
+                break
+            block = pipe.read(1 << 16)
+            if not block:
+                break
+            chunks.append(block)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return Executed(index, None, k.arg_specs, f"run hung (over {RUN_TIMEOUT_S:.0f} s)")
+    if chunks:
+        return pickle.loads(b"".join(chunks))
+    how = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
+    return Executed(index, None, k.arg_specs, f"run crashed ({how})")
+
+
+def run_one(k: MinedKernel, kernel, index: int) -> Executed:
+    """Launch on seeded inputs, then backward on seeded output gradients; judge both."""
+    wp = warp_env.warp()
+    spec = _spec(k, k.arg_specs, index)
+    rng = execute.input_rng(spec)
+    inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
+    with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source)
+    grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
+    warp_args = {a.name: execute.to_warp(a, inputs[a.name], "cpu", a in grad_args) for a in spec.args}
+    result = execute.ExecutionResult(False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()})
+    tape = wp.Tape()
+    try:
+        with warp_env.quiet_stderr():
+            with tape:
+                execute.launch(spec, kernel, [warp_args[a.name] for a in spec.args], "cpu")
+            result.outputs = {a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
+            for name, out in result.outputs.items():
+                if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+                    return Executed(index, None, k.arg_specs, f"output {name!r} has non-finite values")
+            if grad_args:
+                seeds = execute.draw_output_grads(spec, grad_args)
+                if seeds:
+                    tape.backward(grads={warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, "cpu", False)
+                                         for n, g in seeds.items()})
+                result.output_grads = seeds
+                result.input_grads = {a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"}
+                for name, grad in result.input_grads.items():
+                    if not np.all(np.isfinite(grad)):
+                        return Executed(index, None, k.arg_specs, f"gradient of {name!r} has non-finite values")
+    except Exception as exc:  # noqa: BLE001
+        return Executed(index, None, k.arg_specs, f"run failed: {_first_line(exc)}")
+    finally:
+        tape.reset()
+    return Executed(index, execute.test_vectors(spec, result), k.arg_specs, "")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

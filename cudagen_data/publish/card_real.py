@@ -1,0 +1,118 @@
+"""The dataset card's second configuration, ``real``: kernels mined from real Warp programs.
+
+:func:`render_card_with_real` takes the synthetic configuration's card inputs (or none,
+for a folder that only holds mined rows) and the ``real`` configuration's, and renders
+one README: the YAML header lists both configurations with their own data files,
+features and split sizes (``datasets.load_dataset(folder, "real")``), and the body gets
+a section on how the real rows were mined and what was left out.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import yaml
+
+from cudagen_data.publish import card
+from cudagen_data.publish.splits import SPLITS
+
+CONFIG = "real"
+
+PROVENANCE_DOCS = {
+    "path": "The kernel's file, relative to the mined folder's parent (`warp/tests/test_x.py`); never a machine path.",
+    "line": "Line of the kernel's first decorator in that file.",
+    "qualname": "Python's qualified name of the kernel function (`test_f.<locals>.k` for a kernel defined inside a function).",
+    "overload": "Warp's type signature of this overload of a generic kernel; empty for ordinary kernels.",
+    "package": "Distribution the file belongs to (`warp-lang`), or empty for a user's tree.",
+    "package_version": "Version of that distribution.",
+    "license": "License of the file (Warp: `Apache-2.0`); empty where unknown.",
+    "executed": "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.",
+    "not_executed_reason": "Why not, when not (an argument type that cannot be made up, a run that crashed, ...).",
+    "gradients_checked": "Whether the recorded gradients were checked against finite differences.",
+}
+
+
+def render_card_with_real(
+    *,
+    default: dict | None,
+    real_split_files: dict[str, list[str]],
+    real_counts: dict[str, int],
+    real_schema: pa.Schema,
+    real_stats: dict,
+    real_num_bytes: dict[str, int] | None = None,
+) -> str:
+    """README.md for a folder with the ``real`` configuration (and ``default`` if given).
+
+    ``default``: the keyword arguments of :func:`card.render_card` for the synthetic rows,
+    or None when the folder holds mined rows only.
+    """
+    splits = [s for s in SPLITS if real_split_files.get(s)]
+    real_info = {
+        "config_name": CONFIG,
+        "features": card.features_yaml(real_schema),
+        "splits": [{"name": s, "num_bytes": int((real_num_bytes or {}).get(s, 0)), "num_examples": real_counts[s]}
+                   for s in splits],
+    }
+    real_config = {"config_name": CONFIG, "data_files": [{"split": s, "path": list(real_split_files[s])} for s in splits]}
+    if default is not None:
+        text = card.render_card(**default)
+        _, yaml_text, body = text.split("---\n", 2)
+        header = yaml.safe_load(yaml_text)
+        header["configs"].append(real_config)
+        header["dataset_info"] = [{"config_name": "default", **header["dataset_info"]}, real_info]
+        total = sum(s["num_examples"] for info in header["dataset_info"] for s in info["splits"])
+        header["size_categories"] = [card.size_category(total)]
+        body = body.lstrip("\n")
+    else:
+        header = {
+            "license": card.LICENSE,
+            "pretty_name": card.PRETTY_NAME,
+            "language": ["code"],
+            "task_categories": list(card.TASK_CATEGORIES),
+            "tags": [t for t in card.TAGS if t != "synthetic"],
+            "size_categories": [card.size_category(sum(real_counts.values()))],
+            "configs": [{**real_config, "default": True}],
+            "dataset_info": [real_info],
+        }
+        body = "# cudagen-data\n\nPairs of NVIDIA Warp kernels and the CUDA C++ Warp generates for them.\n"
+    yaml_text = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{yaml_text}---\n\n{body.rstrip()}\n\n{real_section(real_stats, real_counts)}\n"
+
+
+def real_section(stats: dict, counts: dict[str, int]) -> str:
+    """The body section on the ``real`` configuration."""
+    rejects = stats.get("rejects_by_reason") or {}
+    not_run = stats.get("not_executed_by_reason") or {}
+    figures = [
+        ("files mined", card._fmt_int(stats.get("files", 0))),
+        ("kernel definitions found (AST)", card._fmt_int(stats.get("kernel_definitions", 0))),
+        ("kernels generated (each overload one)", card._fmt_int(stats.get("kernels_generated", 0))),
+        ("rows", card._fmt_int(sum(counts.values()))),
+        ("NVRTC compile pass rate", card._pct(stats.get("compile_pass_rate"))),
+        ("rows executed with test vectors", card._fmt_int(stats.get("executed", 0))),
+    ]
+    parts = [
+        "## Configuration `real`: kernels mined from real Warp programs",
+        "`datasets.load_dataset(..., \"real\")`. `cudagen mine` imports each file of a tree of Warp programs "
+        "(by default the installed `warp-lang` package: its examples, tests and library) in a worker process "
+        "with a time limit, collects every kernel Warp creates (kernels defined inside functions are re-created "
+        "from their definition, without running the function), and keeps, per kernel (per overload of a "
+        "generic kernel), the CUDA Warp generates for it: forward, backward and device functions, "
+        "byte for byte what Warp generates when it loads the kernel's own module. "
+        "Each pair is compiled with NVRTC; a kernel whose arguments can all be made up from their annotations "
+        "(arrays of scalars, vectors, matrices; scalars) runs on Warp's CPU backend on seeded inputs and records "
+        "`test_vectors`. `python_source` is the kernel's own definition; it needs its file to run, which "
+        "`provenance` names. Rows are deduplicated by the kernel's shape hash (and against the synthetic rows) "
+        "and split by it, as the synthetic rows are. Comments Warp writes into device functions name files "
+        "relative to the mined folder's parent, never a machine path.",
+        card._table(("split", "rows"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
+        card._table(("figure", "value"), figures),
+    ]
+    if not_run:
+        parts.append("Rows not executed, by reason:\n\n" + card._table(
+            ("reason", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(not_run.items(), key=lambda kv: (-kv[1], kv[0]))]))
+    if rejects:
+        parts.append("Kernels not mined (listed one by one in `rejects_real.jsonl`), by reason:\n\n" + card._table(
+            ("reason", "kernels"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))]))
+    parts.append("Columns: those of the default configuration, plus `provenance` (struct):\n\n" + card._table(
+        ("field", "meaning"), [(f"`provenance.{k}`", v) for k, v in PROVENANCE_DOCS.items()]))
+    return "\n\n".join(parts)

@@ -1,0 +1,142 @@
+"""What mining needs from Warp's internals (``warp._src``), and nothing else.
+
+- a hook that records every ``wp.Kernel`` created (a module's registry keeps only the
+  last kernel of a name), and the kernels already in Warp's module registry;
+- which array arguments a kernel reads and writes, as Warp's own code generation marks
+  them;
+- one CPU module holding kernels of many files for one LLVM build;
+- the CUDA Warp generates for a whole module (to check mined text against it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from .. import warp_env
+
+_created: list = []
+_hooked = False
+_name_counts: dict = {}
+_config: dict = {}
+
+
+def install_kernel_hook() -> None:
+    """Record every ``wp.Kernel`` created from now on in this process (idempotent)."""
+    global _hooked
+    if _hooked:
+        return
+    warp_env.warp()
+    from warp._src.context import Kernel
+
+    original = Kernel.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        _created.append(self)
+
+    Kernel.__init__ = recording_init
+    _hooked = True
+    import warp._src.context as wp_context
+
+    _name_counts.update(wp_context.function_key_counts)
+    import warp as wp
+
+    _config.update({k: v for k, v in vars(wp.config).items() if not k.startswith("_") and _plain(v)})
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def reset_process_state() -> None:
+    """Undo what an earlier file did to Warp's process-wide state, before the next file.
+
+    - ``wp.config``: files set it at import (``wp.config.mode = "debug"`` in one of Warp's
+      own tests), and it changes the code Warp generates for every later module;
+    - Warp numbers ``@wp.func`` names per process (``helper_0``, ``helper_1``, ...) and the
+      number reaches the CUDA: the count restarts at what Warp itself left.
+    So a file's kernels come out as when the file is imported alone, whatever a worker
+    mined before it.
+    """
+    import warp as wp
+    import warp._src.context as wp_context
+
+    for key, value in _config.items():
+        if getattr(wp.config, key, None) != value:
+            setattr(wp.config, key, value)
+    wp_context.function_key_counts.clear()
+    wp_context.function_key_counts.update(_name_counts)
+
+
+def known_kernels() -> list:
+    """Kernels in Warp's module registry, then every kernel created since the hook."""
+    warp_env.warp()
+    import warp._src.context as wp_context
+
+    return [k for m in list(wp_context.user_modules.values()) for k in m.kernels.values()] + list(_created)
+
+
+def array_access(kernel) -> dict[str, tuple[bool, bool]]:
+    """{argument name: (read, written)} for the kernel's array arguments.
+
+    Warp tracks this only with ``verify_autograd_array_access`` on, which is part of the
+    module hash: so it runs in a throwaway code generation, never the recorded one.
+    """
+    wp = warp_env.warp()
+    from warp._src.context import ModuleBuilder, ModuleHasher
+
+    # CUDA target with an arch, as in the recorded generation (tile builtins need one).
+    options = kernel.module.resolve_options(wp.config, 256) | {"verify_autograd_array_access": True, "output_arch": 86}
+    with warp_env.quiet_stderr():
+        ModuleBuilder(kernel.module, options, ModuleHasher([kernel], options), target="cuda")
+    return {a.label: (bool(a.is_read), bool(a.is_write)) for a in kernel.adj.args}
+
+
+_module_counter = 0
+
+
+@contextlib.contextmanager
+def cpu_module_of(kernels: Sequence, *, optimization_level: int) -> Iterator[object]:
+    """A fresh Warp module holding these (already created) kernels, for one CPU build.
+
+    A generic kernel's overload is registered through its parent.  Each kernel's own
+    module is given back when the block ends, and the shared module is released.
+    """
+    global _module_counter
+    warp_env.warp()
+    from warp._src.context import Module
+
+    _module_counter += 1
+    module = Module(f"cudagen_mined_run_{_module_counter}", None)
+    module.options["optimization_level"] = optimization_level
+    saved = []
+    for k in kernels:
+        parent = k.generic_parent or k
+        saved.append((k, k.module, parent, parent.module))
+        parent.module = module
+        k.module = module
+        module.register_kernel(parent)
+    try:
+        yield module
+    finally:
+        for k, own, parent, parent_own in saved:
+            k.module, parent.module = own, parent_own
+        warp_env.release_module(module)
+        warp_env.clear_private_cache()
+
+
+def module_cuda(kernels: Sequence, *, block_dim: int, arch: int) -> str:
+    """The CUDA Warp generates when it loads the module of ``kernels`` (all of them)."""
+    wp = warp_env.warp()
+    from warp._src.context import ModuleBuilder, ModuleHasher
+
+    module = kernels[0].module
+    options = module.resolve_options(wp.config, block_dim) | {"output_arch": arch}
+    with warp_env.quiet_stderr():
+        return ModuleBuilder(module, options, ModuleHasher(list(kernels), options), target="cuda").codegen("cuda")
+
+
+def is_plain_array_type(t) -> bool:
+    """``wp.array`` (or its ``wp.array[...]`` annotation): not indexed or fabric arrays."""
+    return type(t).__name__ in ("array", "_ArrayAnnotation")

@@ -1,0 +1,225 @@
+"""`cudagen mine` on a small tree of our own (tests/mine_tree): nested kernels, a file that
+raises on import, a file that hangs, a generic kernel with overloads, a kernel that
+divides by zero when run, provenance paths, and the dataset's `real` configuration."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from cudagen_data.mine import discover
+from cudagen_data.mine.pool import Options
+from cudagen_data.mine.run import mine_paths
+
+pytestmark = pytest.mark.slow  # worker processes start Warp: ~10-30 s per run
+
+TREE = Path(__file__).parent / "mine_tree"
+
+
+HANG_TREE = Path(__file__).parent / "mine_tree_hang"  # apart: its test uses a short time limit
+
+
+@pytest.fixture(scope="module")
+def mined():
+    return mine_paths([TREE], workers=2, options=Options(timeout_s=120))
+
+
+def by_qualname(result) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for row in result.rows:
+        out.setdefault(row["provenance"]["qualname"], []).append(row)
+    return out
+
+
+def test_definitions_counted_by_ast():
+    import ast
+
+    defs = discover.kernel_defs(ast.parse((TREE / "nested.py").read_text()))
+    assert [d.qualname for d in defs] == [
+        "top_level",
+        "make_offset_kernel.<locals>.offset_kernel",
+        "build_helper_kernel.<locals>.helper_kernel",
+        "TestNested.test_method.<locals>.in_test_method",
+        "TestNested.test_needs_argument.<locals>.per_type",
+        "int_kernels.<locals>.divide_by_zero",
+        "int_kernels.<locals>.integer_ok",
+    ]
+
+
+def test_nested_kernels_are_mined(mined):
+    rows = by_qualname(mined)
+    for name in (
+        "top_level",
+        "make_offset_kernel.<locals>.offset_kernel",  # made by a factory that runs at import
+        "build_helper_kernel.<locals>.helper_kernel",  # inside a function never called: replayed
+        "TestNested.test_method.<locals>.in_test_method",  # inside a test method
+        "int_kernels.<locals>.divide_by_zero",
+        "int_kernels.<locals>.integer_ok",
+    ):
+        assert name in rows, name
+    # The replayed kernel kept its helper @wp.func and the local constant it closes over.
+    helper = rows["build_helper_kernel.<locals>.helper_kernel"][0]
+    assert "cube" in helper["device_functions"]
+    # A def that needs its enclosing function's loop variable is reported, not guessed.
+    reject = next(r for r in mined.rejects if r["kernel"] == "TestNested.test_needs_argument.<locals>.per_type")
+    assert reject["reason"] == "not_replayable" and "'t'" in reject["detail"]
+
+
+def test_replayed_kernel_is_warp_own_codegen(mined):
+    """A replayed nested kernel equals the kernel Warp makes when the function really runs."""
+    from cudagen_data.extract.codegen import generate_cuda
+    from cudagen_data.mine.worker import normalize_paths
+
+    from cudagen_data.mine.collect import module_name_for
+
+    src = next(f for f in discover.find_files([TREE]) if f.relpath == "mine_tree/nested.py")
+    # The module name mining gives a loose file (Warp hashes it into the kernel's name).
+    name = module_name_for(Path(src.path), src.relpath)[0] + "_real"
+    spec = importlib.util.spec_from_file_location(name, TREE / "nested.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    real = generate_cuda(module.build_helper_kernel())
+    row = by_qualname(mined)["build_helper_kernel.<locals>.helper_kernel"][0]
+    assert row["cuda_forward"] == real.forward
+    assert row["cuda_backward"] == real.backward and row["cuda_backward"]
+    assert row["device_functions"] == normalize_paths(real.device_functions, src)
+
+
+def test_mined_text_is_in_warp_module_codegen(mined):
+    from cudagen_data.mine.verbatim import module_cuda_contains
+
+    for rel in ("nested.py", "generic.py"):
+        src = next(f for f in discover.find_files([TREE]) if f.relpath == f"mine_tree/{rel}")
+        rows = [r for r in mined.rows if r["provenance"]["path"] == f"mine_tree/{rel}"]
+        found, missing = module_cuda_contains(src, rows)
+        assert rows and missing == [] and found == len(rows)
+
+
+def test_file_that_raises_on_import(mined):
+    rejects = [r for r in mined.rejects if r["path"] == "mine_tree/raises.py"]
+    assert rejects == [
+        {"path": "mine_tree/raises.py", "line": 4, "kernel": "never_mined", "reason": "import_error",
+         "detail": "RuntimeError: this file fails on import"}
+    ]
+
+
+def test_file_that_hangs_costs_only_itself():
+    result = mine_paths([HANG_TREE / "hangs.py", TREE / "generic.py"], workers=1, options=Options(timeout_s=8))
+    hang = [r for r in result.rejects if r["path"] == "hangs.py"]
+    assert [(r["kernel"], r["reason"]) for r in hang] == [("behind_a_hang", "timeout")]
+    # generic.py shared the hanging file's bundle; it was mined again on its own.
+    assert {r["provenance"]["qualname"] for r in result.rows} == {"scale_any"}
+
+
+def test_generic_kernel_overloads(mined):
+    rows = by_qualname(mined)["scale_any"]
+    assert sorted(r["provenance"]["overload"] for r in rows) == ["a1f4_f4_a1f4", "a1f8_f8_a1f8"]
+    assert rows[0]["shape_hash"] == rows[1]["shape_hash"] and rows[0]["split"] == rows[1]["split"]
+    assert rows[0]["cuda_forward"] != rows[1]["cuda_forward"] and rows[0]["id"] != rows[1]["id"]
+    dtypes = sorted(orjson.loads(r["test_vectors"])["inputs"]["a"]["dtype"] for r in rows)
+    assert dtypes == ["float32", "float64"]
+    reject = next(r for r in mined.rejects if r["kernel"] == "generic_without_overloads")
+    assert reject["reason"] == "generic_no_overloads"
+
+
+def test_warp_rejects_and_unfillable_arguments(mined):
+    reject = next(r for r in mined.rejects if r["kernel"] == "rejected_by_warp")
+    assert reject["reason"] == "warp_rejects" and "undefined_name" in reject["detail"]
+    struct_row = by_qualname(mined)["takes_struct"][0]
+    assert struct_row["provenance"]["executed"] is False
+    assert struct_row["provenance"]["not_executed_reason"] == "argument 'p': Particle"
+
+
+def test_crashing_run_costs_only_itself(mined):
+    rows = by_qualname(mined)
+    crashed = rows["int_kernels.<locals>.divide_by_zero"][0]["provenance"]
+    assert not crashed["executed"] and "SIGFPE" in crashed["not_executed_reason"]
+    assert rows["int_kernels.<locals>.integer_ok"][0]["provenance"]["executed"]
+
+
+def test_test_vectors_match_numpy(mined):
+    rows = by_qualname(mined)
+    for name, reference in (
+        ("top_level", lambda a: a * 2.0),
+        ("make_offset_kernel.<locals>.offset_kernel", lambda a: a + 0.5),
+    ):
+        tv = orjson.loads(rows[name][0]["test_vectors"])
+        a = np.asarray(tv["inputs"]["a"]["data"], dtype=np.float32)
+        out = np.asarray(tv["outputs"]["out"]["data"], dtype=np.float32)
+        np.testing.assert_allclose(out, reference(a), rtol=1e-6)
+        # out = f(a) is linear in a: d(sum(seed * out))/da = seed (x2 for the scaled one)
+        seed = np.asarray(tv["output_grads"]["out"]["data"], dtype=np.float32)
+        grad = np.asarray(tv["input_grads"]["a"]["data"], dtype=np.float32)
+        np.testing.assert_allclose(grad, seed * (2.0 if name == "top_level" else 1.0), rtol=1e-6)
+    spec = orjson.loads(rows["top_level"][0]["arg_specs"])
+    assert [(s["name"], s["role"]) for s in spec] == [("a", "in"), ("out", "out")]
+
+
+def test_provenance_is_relative_and_complete(mined):
+    text = orjson.dumps([mined.rows, mined.rejects]).decode()
+    for private in {str(TREE.resolve().parent), os.path.expanduser("~"), os.getcwd()}:
+        assert private not in text
+    for row in mined.rows:
+        p = row["provenance"]
+        assert p["path"].startswith("mine_tree/") and p["line"] > 0
+        assert p["package"] == "" and p["license"] == ""  # a user's tree: unknown
+        assert p["executed"] == (row["test_vectors"] is not None)
+        assert p["gradients_checked"] is False
+
+
+def test_warp_package_provenance():
+    files = [f for f in discover.find_files(None) if f.relpath == "warp/tests/test_generics.py"]
+    assert files and files[0].package == "warp-lang"
+    from cudagen_data.mine.rows import LICENSES
+
+    assert LICENSES["warp-lang"] == "Apache-2.0"
+
+
+def test_dedup_against_synthetic(mined):
+    from cudagen_data.mine.rows import build_rows, kernel_shape_hash
+
+    top = by_qualname(mined)["top_level"][0]
+    synthetic = "import warp as wp\n\nK = wp.constant(3.0)\n\n\n@wp.kernel\n" \
+                "def renamed(x: wp.array(dtype=float), y: wp.array(dtype=float)):\n    t = wp.tid()\n    y[t] = x[t] * K\n"
+    assert kernel_shape_hash(synthetic) == top["shape_hash"]  # names and constants folded
+    rows, rejects, _ = build_rows(mined.files, warp_version="1.19.0", synthetic_shapes={kernel_shape_hash(synthetic)})
+    assert "top_level" not in {r["provenance"]["qualname"] for r in rows}
+    assert {"kernel": "top_level", "reason": "duplicate", "detail": "same shape as a synthetic row"}.items() <= \
+        next(r for r in rejects if r["kernel"] == "top_level").items()
+    assert len(rows) == len(mined.rows) - 1
+
+
+def test_missing_path_is_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    result = CliRunner().invoke(app, ["mine", str(tmp_path / "nope"), "--output", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines()[-1].startswith("error: ") and "no such file" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_load_dataset_real_config(mined, tmp_path):
+    import datasets
+
+    from cudagen_data.mine.folder import write_real
+
+    write_real(tmp_path, mined.rows, mined.rejects, mined.preambles, mined.stats, "cudagen mine tests/mine_tree")
+    loaded = datasets.load_dataset(str(tmp_path), "real")
+    assert sum(split.num_rows for split in loaded.values()) == len(mined.rows)
+    rows = [r for split in loaded.values() for r in split]
+    assert {r["provenance"]["qualname"] for r in rows} == {r["provenance"]["qualname"] for r in mined.rows}
+    assert all(r["provenance"]["path"].startswith("mine_tree/") for r in rows)
+    manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    real_files = [f for f in manifest["files"] if f.get("config") == "real"]
+    assert {f["path"] for f in real_files} >= {"rejects_real.jsonl"}
+    assert sum(f["rows"] for f in real_files if f["path"].endswith(".parquet")) == len(mined.rows)
+    rejects = [orjson.loads(line) for line in (tmp_path / "rejects_real.jsonl").read_bytes().splitlines()]
+    assert rejects == mined.rejects
