@@ -185,3 +185,22 @@ def canonical_hashes(source: str) -> tuple[str, str]:
     tree = _canonical_tree(source)
     python = ast.unparse(tree)
     return text_hash(python), text_hash(ast.unparse(_NumberEraser().visit(tree)))
+
+
+def kernel_shape_hash(source: str) -> str:
+    """:func:`shape_hash` of the first ``@wp.kernel`` definition in ``source`` alone.
+
+    Comparable between a mined row (a bare definition) and a synthetic row (a module with
+    imports and helpers): both reduce to the kernel's def itself.
+    """
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(_is_kernel_decorator(d) for d in node.decorator_list):
+            return shape_hash(ast.unparse(node))
+    return shape_hash(source)
+
+
+def _is_kernel_decorator(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return (isinstance(node, ast.Attribute) and node.attr == "kernel") or (isinstance(node, ast.Name) and node.id == "kernel")

@@ -235,10 +235,17 @@ def validate(
 @expected_errors
 def stats(path: Path = typer.Argument(DEFAULT_OUTPUT, help="A finished dataset folder.")) -> None:
     """Print a dataset's statistics."""
-    from .dataset.store import DatasetFolder
     from .dataset.finalize import load_stats
+    from .dataset.store import DatasetFolder
+    from .mine.folder import CONFIG, REJECTS_FILE
+    from .mine.run import format_summary as format_real_summary
 
-    typer.echo(format_summary(load_stats(DatasetFolder(path)), path))
+    all_stats = load_stats(DatasetFolder(path))
+    real = all_stats.pop(CONFIG, None)
+    parts = [format_summary(all_stats, path)] if all_stats else []
+    if real is not None:
+        parts.append(f"configuration '{CONFIG}' (mined):\n" + format_real_summary(real, path, REJECTS_FILE))
+    typer.echo("\n\n".join(parts))
 
 
 @app.command()
@@ -309,13 +316,17 @@ def export(
     fmt: str = typer.Option("chat", "--format", "-f", help="chat (messages) or completion (prompt/completion)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
     forward_only: bool = typer.Option(False, "--forward-only", help="Answer with the forward kernel only."),
+    config: str = typer.Option("default", "--config", help="Dataset configuration: default (synthetic) or real (mined)."),
 ) -> None:
     """Write instruction-tuning records (deterministic, documented prompt template)."""
+    from .contracts.manifest import CONFIGS
     from .publish.export import export as run_export
 
     if fmt not in ("chat", "completion"):
         _fail(f"--format {fmt!r}: use chat or completion", 2)
-    n = run_export(path, fmt, out, include_backward=not forward_only)
+    if config not in CONFIGS:
+        _fail(f"--config {config!r}: use {' or '.join(CONFIGS)}", 2)
+    n = run_export(path, fmt, out, include_backward=not forward_only, config=config)
     typer.echo(f"{n} records -> {out}")
 
 

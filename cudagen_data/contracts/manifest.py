@@ -23,14 +23,25 @@ class ManifestError(Exception):
     """A missing or malformed manifest (message: one line, names the file)."""
 
 
+DEFAULT_CONFIG = "default"  # the synthetic rows (cudagen produce)
+CONFIGS = (DEFAULT_CONFIG, "real")  # "real": kernels mined from real programs (cudagen mine)
+
+
 @dataclass
 class FileEntry:
-    """One file of the folder: a Parquet shard, a split's JSONL, or rejects.jsonl (split None)."""
+    """One file of the folder: a Parquet shard, a split's JSONL, or a rejects file (split None)."""
 
     path: str  # relative to the folder, POSIX separators (also its path in the Hub repo)
     split: str | None
     rows: int
     xxh3_128: str | None
+    config: str = DEFAULT_CONFIG  # the dataset configuration the file belongs to
+
+    def to_dict(self) -> dict:
+        out = {"path": self.path, "split": self.split, "rows": self.rows, "xxh3_128": self.xxh3_128}
+        if self.config != DEFAULT_CONFIG:  # written only where needed: default-only folders keep their bytes
+            out["config"] = self.config
+        return out
 
     @property
     def is_parquet(self) -> bool:
@@ -46,6 +57,7 @@ class Manifest:
     files: list[FileEntry] = field(default_factory=list)
     format: str = MANIFEST_FORMAT
     schema_version: int = SCHEMA_VERSION
+    real: dict | None = None  # the "real" configuration's command and versions (cudagen mine)
 
     def to_dict(self) -> dict:
         """Key order as written since schema version 1."""
@@ -56,12 +68,12 @@ class Manifest:
             "versions": self.versions,
             "command": self.command,
             "preambles": self.preambles,
-            "files": [f.__dict__ for f in self.files],
-        }
+            "files": [f.to_dict() for f in self.files],
+        } | ({"real": self.real} if self.real is not None else {})
 
-    def parquet_files(self) -> list[FileEntry]:
-        """The Parquet shards, in split order (train, validation, test), then path order."""
-        shards = [f for f in self.files if f.is_parquet]
+    def parquet_files(self, config: str = DEFAULT_CONFIG) -> list[FileEntry]:
+        """A configuration's Parquet shards, in split order (train, validation, test), then path order."""
+        shards = [f for f in self.files if f.is_parquet and f.config == config]
         return sorted(shards, key=lambda f: (SPLITS.index(f.split), f.path))
 
     @classmethod
@@ -84,6 +96,7 @@ class Manifest:
             files=files,
             format=data["format"],
             schema_version=data.get("schema_version", SCHEMA_VERSION),
+            real=data.get("real"),
         )
 
     @classmethod
@@ -106,7 +119,10 @@ def _file_entry(entry: object) -> FileEntry:
         raise ManifestError(f"{MANIFEST_FILE}: file entry {entry!r} is not an object")
     path = _safe_relpath(entry.get("path"))
     split = entry.get("split")
-    if path.endswith((".parquet", ".jsonl")) and path != "rejects.jsonl" and split not in SPLITS:
+    config = entry.get("config", DEFAULT_CONFIG)
+    if config not in CONFIGS:
+        raise ManifestError(f"{path}: manifest config {config!r} is not one of {CONFIGS}")
+    if path.endswith((".parquet", ".jsonl")) and not path.startswith("rejects") and split not in SPLITS:
         raise ManifestError(f"{path}: manifest split {split!r} is not one of {SPLITS}")
     rows = entry.get("rows")
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
@@ -114,7 +130,7 @@ def _file_entry(entry: object) -> FileEntry:
     checksum = entry.get("xxh3_128")
     if checksum is not None and not isinstance(checksum, str):
         raise ManifestError(f"{path}: manifest checksum {checksum!r} is not a string")
-    return FileEntry(path, split, rows, checksum)
+    return FileEntry(path, split, rows, checksum, config)
 
 
 def _safe_relpath(path: object) -> str:

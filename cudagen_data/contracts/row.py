@@ -195,3 +195,22 @@ class ExtractRecord:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# The "real" configuration (cudagen mine): the same columns plus where each kernel came from.
+PROVENANCE_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("line", pa.int32()),
+        ("qualname", pa.string()),
+        ("overload", pa.string()),
+        ("package", pa.string()),
+        ("package_version", pa.string()),
+        ("license", pa.string()),
+        ("executed", pa.bool_()),
+        ("not_executed_reason", pa.string()),
+        ("gradients_checked", pa.bool_()),
+    ]
+)
+REAL_ROW_SCHEMA = ROW_SCHEMA.append(pa.field("provenance", PROVENANCE_TYPE))
+REAL_COLUMNS = tuple(REAL_ROW_SCHEMA.names)

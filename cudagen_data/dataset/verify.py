@@ -21,7 +21,7 @@ import pyarrow as pa
 from .. import canonical
 from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
 from . import store
-from ..contracts.row import COLUMNS, ROW_SCHEMA
+from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_ROW_SCHEMA, ROW_SCHEMA
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..spec import ArgSpec, KernelSpec
 from ..contracts.test_vectors import TestVectors
@@ -70,15 +70,17 @@ def row_to_spec(row: dict) -> KernelSpec:
 
 def check_schema(row: dict) -> list[str]:
     problems = []
-    missing = [c for c in COLUMNS if c not in row]
-    extra = [c for c in row if c not in COLUMNS]
+    # A row with provenance belongs to the "real" configuration (cudagen mine).
+    columns, schema = (REAL_COLUMNS, REAL_ROW_SCHEMA) if "provenance" in row else (COLUMNS, ROW_SCHEMA)
+    missing = [c for c in columns if c not in row]
+    extra = [c for c in row if c not in columns]
     if missing:
         problems.append(f"missing columns: {', '.join(missing)}")
     if extra:
         problems.append(f"unknown columns: {', '.join(extra)}")
     if not problems:
         try:
-            pa.Table.from_pylist([row], schema=ROW_SCHEMA)
+            pa.Table.from_pylist([row], schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             problems.append(f"does not fit the schema: {str(exc).splitlines()[0]}")
     return problems
@@ -89,9 +91,10 @@ def check_hashes(row: dict) -> list[str]:
     src = row["python_source"]
     if canonical.python_hash(src) != row["python_hash"]:
         problems.append("python_hash does not match python_source")
-    if row["id"] != row["python_hash"]:
+    real = "provenance" in row  # a mined kernel: its id adds the overload; its shape is its def's
+    if row["id"] != row["python_hash"] and not (real and row["id"].startswith(row["python_hash"] + "-")):
         problems.append("id is not the python hash")
-    if canonical.shape_hash(src) != row["shape_hash"]:
+    if (canonical.kernel_shape_hash(src) if real else canonical.shape_hash(src)) != row["shape_hash"]:
         problems.append("shape_hash does not match python_source")
     if canonical.cuda_hash(row["cuda_forward"], row["cuda_backward"]) != row["cuda_hash"]:
         problems.append("cuda_hash does not match cuda_forward + cuda_backward")
@@ -244,6 +247,10 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
             to_run.append((where, row))
     if not to_run:
         return
+    real_rows = [(where, row) for where, row in to_run if "provenance" in row]
+    to_run = [(where, row) for where, row in to_run if "provenance" not in row]
+    if real_rows:
+        _rerun_real(real_rows, report, fail, rtol, atol)
     specs, given, recorded = [], [], []
     for where, row in to_run:
         try:
@@ -254,6 +261,8 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
             continue
         given.append((inputs, out_grads))
         recorded.append((where, row, outputs, in_grads))
+    if not specs:
+        return
     runs = execute_specs(specs, reference_checks={}, given=given)
     report.checks_run["cpu_execution"] += len(runs)
     for (where, row, outputs, in_grads), run in zip(recorded, runs):
@@ -279,6 +288,30 @@ def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol
         for (_, _, where, row), check in zip(verified, checks):
             if check.status != "verified":
                 fail(where, row, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
+
+
+def _rerun_real(located: list[tuple[str, dict]], report: ValidationReport, fail, rtol: float, atol: float) -> None:
+    """Mined rows: found again through their provenance and re-run on their test vectors."""
+    from ..mine.recheck import rerun_rows
+
+    reruns = rerun_rows([row for _, row in located])
+    for (where, row), rerun in zip(located, reruns):
+        if rerun.skipped:
+            report.checks_run["cpu_execution_skipped"] += 1
+            continue
+        report.checks_run["cpu_execution"] += 1
+        if rerun.error:
+            fail(where, row, "cpu_execution", rerun.error)
+            continue
+        _, outputs, _, in_grads = recorded_run(row)
+        for kind, want, got in (("output", outputs, rerun.outputs), ("input gradient", in_grads, rerun.input_grads)):
+            for name, expected in want.items():
+                if name not in got:
+                    fail(where, row, "cpu_execution", f"{kind} {name!r} was not produced")
+                    continue
+                err = max_error_beyond(got[name], expected, rtol, atol)
+                if err is not None:
+                    fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
 
 
 def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False) -> ValidationReport:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from .. import warp_env
+from .. import warp_boundary as warp_env
 from ..warp_boundary import mining as warp_mining
 from ..spec import DTYPES, ArgSpec
 

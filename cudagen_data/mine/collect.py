@@ -23,7 +23,7 @@ from pathlib import Path
 
 import xxhash
 
-from .. import warp_env
+from .. import warp_boundary as warp_env
 from ..warp_boundary import mining as warp_mining
 from .discover import KernelDef, SourceFile, is_kernel_decorator, kernel_defs
 

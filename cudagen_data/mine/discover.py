@@ -52,7 +52,13 @@ def find_files(paths: list[str | os.PathLike] | None) -> list[SourceFile]:
         if not given.exists():
             raise MineError(f"{given}: no such file or folder")
         root = given.resolve()
-        package = "warp-lang" if root == _warp_root_or_none() else ""
+        package = ""
+        warp_root = _warp_root_or_none()
+        if warp_root is not None and (root == warp_root or warp_root in root.parents):
+            # A part of the installed Warp is named as Warp's own files are: warp/tests/...
+            package, root_for_names = "warp-lang", warp_root
+        else:
+            root_for_names = root
         if root.is_file():
             if root.suffix != ".py":
                 raise MineError(f"{given}: not a Python file")
@@ -63,7 +69,7 @@ def find_files(paths: list[str | os.PathLike] | None) -> list[SourceFile]:
             if str(f) in seen:
                 continue
             seen.add(str(f))
-            out.append(SourceFile(str(f), str(root), f.relative_to(root.parent).as_posix(), package))
+            out.append(SourceFile(str(f), str(root_for_names), f.relative_to(root_for_names.parent).as_posix(), package))
     return out
 
 

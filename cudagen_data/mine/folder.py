@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from ..contracts.manifest import MANIFEST_FILE, FileEntry, Manifest
 from ..dataset import store
 from ..publish.splits import SPLITS
 from .rows import REAL_ROW_SCHEMA, kernel_shape_hash
@@ -37,12 +38,12 @@ def synthetic_shapes(root: Path) -> set[str]:
 
 
 def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dict[str, str], stats: dict,
-               command: str) -> dict:
+               command: str) -> Manifest:
     """Replace the folder's ``real`` configuration with these rows; returns the manifest."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..pipeline.producer import versions
+    from ..pipeline.config import versions
 
     root = Path(root)
     data_dir = root / DATA_DIR
@@ -62,49 +63,46 @@ def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dic
             pq.write_table(pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA), tmp, compression="zstd",
                            row_group_size=store.ROW_GROUP_ROWS)
             os.replace(tmp, root / rel)
-            files.append({"path": rel, "split": split, "config": CONFIG, "rows": len(chunk),
-                          "xxh3_128": store.file_checksum(root / rel)})
+            files.append(FileEntry(rel, split, len(chunk), store.file_checksum(root / rel), CONFIG))
     rejects_data = b"".join(orjson.dumps(r) + b"\n" for r in rejects)
     store._atomic_write(root / REJECTS_FILE, rejects_data)
-    files.append({"path": REJECTS_FILE, "split": None, "config": CONFIG, "rows": len(rejects),
-                  "xxh3_128": store.file_checksum(root / REJECTS_FILE)})
+    files.append(FileEntry(REJECTS_FILE, None, len(rejects), store.file_checksum(root / REJECTS_FILE), CONFIG))
 
-    manifest_path = root / "manifest.json"
-    manifest = orjson.loads(manifest_path.read_bytes()) if manifest_path.exists() else {
-        "format": "cudagen-data", "schema_version": 1, "versions": versions(), "preambles": {}, "files": []}
-    manifest["files"] = [f for f in manifest.get("files", []) if f.get("config", "default") != CONFIG] + files
-    manifest["preambles"] = dict(sorted({**manifest.get("preambles", {}), **preambles}.items()))
-    manifest[CONFIG] = {"command": command, "versions": versions()}
+    if (root / MANIFEST_FILE).exists():
+        manifest = Manifest.read(root)
+    else:  # a folder of mined rows only
+        manifest = Manifest(config={}, versions=versions(), command="", preambles={})
+    manifest.files = [f for f in manifest.files if f.config != CONFIG] + files
+    manifest.preambles = dict(sorted({**manifest.preambles, **preambles}.items()))
+    manifest.real = {"command": command, "versions": versions()}
     stats_path = root / "stats.json"
     all_stats = orjson.loads(stats_path.read_bytes()) if stats_path.exists() else {}
     all_stats[CONFIG] = stats
     store.write_json(stats_path, all_stats)
-    store.write_json(manifest_path, manifest)
+    store.write_json(root / MANIFEST_FILE, manifest.to_dict())
     store.write_text(root / "README.md", render_readme(root, manifest, all_stats))
     return manifest
 
 
-def render_readme(root: Path, manifest: dict, all_stats: dict) -> str:
+def render_readme(root: Path, manifest: Manifest, all_stats: dict) -> str:
     """The card with both configurations (``real`` only if the folder has no synthetic rows)."""
-    from ..dataset.schema import ROW_SCHEMA
+    from ..contracts.row import ROW_SCHEMA
     from ..publish.card import split_num_bytes
     from ..publish.card_real import render_card_with_real
 
     def split_files(config: str) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for f in manifest["files"]:
-            if f.get("config", "default") == config and f["path"].endswith(".parquet"):
-                out.setdefault(f["split"], []).append(f["path"])
+        for f in manifest.parquet_files(config):
+            out.setdefault(f.split, []).append(f.path)
         return out
 
     real_files = split_files(CONFIG)
-    real_counts = {s: sum(f["rows"] for f in manifest["files"] if f.get("config") == CONFIG and f["split"] == s)
-                   for s in SPLITS if real_files.get(s)}
+    real_counts = {s: sum(f.rows for f in manifest.parquet_files(CONFIG) if f.split == s) for s in SPLITS if real_files.get(s)}
     default_files = split_files("default")
     default = None
     if default_files:
         stats = {k: v for k, v in all_stats.items() if k != CONFIG}
-        default = {"manifest": manifest, "stats": stats, "schema": ROW_SCHEMA, "split_files": default_files,
+        default = {"manifest": manifest.to_dict(), "stats": stats, "schema": ROW_SCHEMA, "split_files": default_files,
                    "num_bytes": split_num_bytes(root, default_files)}
     return render_card_with_real(default=default, real_split_files=real_files, real_counts=real_counts,
                                  real_schema=REAL_ROW_SCHEMA, real_stats=all_stats[CONFIG],

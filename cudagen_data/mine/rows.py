@@ -9,15 +9,13 @@ one generic kernel share it (same split) but are distinct rows, since their CUDA
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 import orjson
-import pyarrow as pa
 import xxhash
 
 from .. import __version__, canonical
-from ..dataset.schema import ROW_SCHEMA
+from ..contracts.row import PROVENANCE_TYPE, REAL_ROW_SCHEMA  # noqa: F401 - re-exported
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
 from .worker import MinedKernel, Reject
@@ -25,42 +23,10 @@ from .worker import MinedKernel, Reject
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
 
-PROVENANCE_TYPE = pa.struct(
-    [
-        ("path", pa.string()),
-        ("line", pa.int32()),
-        ("qualname", pa.string()),
-        ("overload", pa.string()),
-        ("package", pa.string()),
-        ("package_version", pa.string()),
-        ("license", pa.string()),
-        ("executed", pa.bool_()),
-        ("not_executed_reason", pa.string()),
-        ("gradients_checked", pa.bool_()),
-    ]
-)
-REAL_ROW_SCHEMA = ROW_SCHEMA.append(pa.field("provenance", PROVENANCE_TYPE))
-
 GRADIENTS_UNCHECKED = "gradients recorded, not checked against finite differences"
 
 
-def kernel_shape_hash(source: str) -> str:
-    """Shape hash of the first kernel definition in ``source`` alone.
-
-    Comparable between a mined row (a bare definition) and a synthetic row (a module
-    with imports and helpers): both reduce to the ``@wp.kernel`` def itself.
-    """
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any(_is_kernel(d) for d in node.decorator_list):
-            return canonical.shape_hash(ast.unparse(node))
-    return canonical.shape_hash(source)
-
-
-def _is_kernel(node: ast.expr) -> bool:
-    from .discover import is_kernel_decorator
-
-    return is_kernel_decorator(node)
+kernel_shape_hash = canonical.kernel_shape_hash
 
 
 @dataclass

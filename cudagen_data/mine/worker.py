@@ -15,19 +15,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 import xxhash
 
-from .. import warp_env
+from .. import execution as execute
+from .. import warp_boundary as warp_env
+from ..bisect import bisect_failures
 from ..warp_boundary import mining as warp_mining
 from ..extract.codegen import DEFAULT_ARCH, generate_cuda
 from ..extract.nvrtc import compile_units
-from ..generators.ml._common import difficulty_of, features_of
+from ..generators.difficulty import difficulty
+from ..generators.ml._common import features_of
 from ..spec import KernelSpec, is_float_dtype
-from ..validate import execute
 from . import argspecs
 from .collect import collect
 from .discover import SourceFile
 
+CATEGORY = "real"
 EXECUTE_CHUNK = 40  # kernels per CPU build (a failed build is bisected)
 
 
@@ -162,7 +166,7 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
                 kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
                 preamble=ext.preamble, device_functions=normalize_paths(ext.device_functions, src),
                 forward=normalize_paths(ext.forward, src), backward=normalize_paths(ext.backward, src),
-                generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty_of(kernel_tree, feats),
+                generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty(CATEGORY, kernel_tree, feats),
                 arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
                 launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,
             ))  # fmt: skip
@@ -242,22 +246,10 @@ def _spec(k: MinedKernel, specs: list, index: int) -> KernelSpec:
 
     key = f"{k.relpath}:{k.line}:{k.qualname}:{k.overload}"
     return KernelSpec(
-        category="real", kernel_name=k.kernel_name, python_source=k.python_source,
+        category=CATEGORY, kernel_name=k.kernel_name, python_source=k.python_source,
         args=tuple(ArgSpec.from_dict(s) for s in specs), launch_dim=tuple(k.launch_dim),
         difficulty=k.difficulty, seed=xxhash.xxh3_64_intdigest(key.encode()) & 0x7FFFFFFFFFFFFFFF, index=0,
     )  # fmt: skip
-
-
-try:
-    from ..bisect import bisect_failures  # the restructure's one bisection helper
-except ImportError:  # TEMPORARY until the restructure lands on main
-
-    def bisect_failures(items, attempt):
-        results = attempt(items)
-        if results is not None:
-            return results
-        mid = len(items) // 2
-        return bisect_failures(items[:mid], attempt) + bisect_failures(items[mid:], attempt)
 
 
 def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> list[Executed]:
@@ -265,7 +257,7 @@ def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> lis
 
     def attempt(pos):
         with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
-            error = execute._build(module, "cpu")
+            error = warp_env.build_module(module, "cpu")
             if error is not None and len(pos) > 1:
                 return None
             if error is not None:
@@ -323,12 +315,16 @@ def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
     return Executed(index, None, k.arg_specs, f"run crashed ({how})")
 
 
-def run_one(k: MinedKernel, kernel, index: int) -> Executed:
-    """Launch on seeded inputs, then backward on seeded output gradients; judge both."""
+def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None) -> Executed:
+    """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
+    gradients; judge both."""
     wp = warp_env.warp()
     spec = _spec(k, k.arg_specs, index)
-    rng = execute.input_rng(spec)
-    inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
+    if given is None:
+        rng = execute.input_rng(spec)
+        inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
+    else:
+        inputs = given[0]
     with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source)
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
     warp_args = {a.name: execute.to_warp(a, inputs[a.name], "cpu", a in grad_args) for a in spec.args}
@@ -343,7 +339,7 @@ def run_one(k: MinedKernel, kernel, index: int) -> Executed:
                 if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
                     return Executed(index, None, k.arg_specs, f"output {name!r} has non-finite values")
             if grad_args:
-                seeds = execute.draw_output_grads(spec, grad_args)
+                seeds = execute.draw_output_grads(spec, grad_args) if given is None else given[1]
                 if seeds:
                     tape.backward(grads={warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, "cpu", False)
                                          for n, g in seeds.items()})
@@ -356,7 +352,7 @@ def run_one(k: MinedKernel, kernel, index: int) -> Executed:
         return Executed(index, None, k.arg_specs, f"run failed: {_first_line(exc)}")
     finally:
         tape.reset()
-    return Executed(index, execute.test_vectors(spec, result), k.arg_specs, "")
+    return Executed(index, orjson.loads(execute.test_vectors(spec, result).to_json()), k.arg_specs, "")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -110,13 +110,13 @@ def format_record(row: dict, split: str, fmt: str, include_backward: bool = True
     raise PublishError(f"export format {fmt!r} is not one of {FORMATS}")
 
 
-def iter_rows(folder) -> Iterator[tuple[str, dict]]:
-    """(split, row) for every row of the folder's Parquet shards, in export order.
+def iter_rows(folder, config: str = "default") -> Iterator[tuple[str, dict]]:
+    """(split, row) for every row of a configuration's Parquet shards, in export order.
     Only the columns the export needs are read."""
     import pyarrow.parquet as pq
 
     folder = Path(folder)
-    for data_file in parquet_files(folder):
+    for data_file in parquet_files(folder, config=config):
         try:
             pf = pq.ParquetFile(folder / data_file.path)
             missing = [c for c in _COLUMNS if c not in pf.schema_arrow.names]
@@ -135,7 +135,7 @@ def iter_rows(folder) -> Iterator[tuple[str, dict]]:
             raise PublishError(f"{data_file.path}: has {seen} rows, manifest.json says {data_file.rows}")
 
 
-def export(folder, fmt: str, out, include_backward: bool = True) -> int:
+def export(folder, fmt: str, out, include_backward: bool = True, config: str = "default") -> int:
     """Write the folder's rows as instruction-tuning JSONL to ``out``; return rows written.
 
     ``fmt`` is "chat" or "completion" (see the module docstring for the template).  The
@@ -150,7 +150,7 @@ def export(folder, fmt: str, out, include_backward: bool = True) -> int:
     count = 0
     try:
         with open(tmp, "wb") as fh:
-            for split, row in iter_rows(folder):
+            for split, row in iter_rows(folder, config):
                 record = format_record(row, split, fmt, include_backward)
                 fh.write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
                 count += 1

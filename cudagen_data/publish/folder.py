@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from cudagen_data.contracts.manifest import MANIFEST_FILE, FileEntry, Manifest, ManifestError
+from cudagen_data.contracts.manifest import DEFAULT_CONFIG, MANIFEST_FILE, FileEntry, Manifest, ManifestError
 from cudagen_data.dataset.store import file_checksum as file_xxh3_128  # the manifest's checksum
 from cudagen_data.publish import PublishError
 
@@ -46,15 +46,17 @@ def load_manifest(folder) -> Manifest:
         raise PublishError(str(exc)) from None
 
 
-def parquet_files(folder, manifest: Manifest | None = None) -> list[FileEntry]:
-    """The Parquet shards named in the manifest, in split order (train, validation,
-    test) and, within a split, in path order (= shard order, the names are zero-padded).
+def parquet_files(folder, manifest: Manifest | None = None, config: str | None = DEFAULT_CONFIG) -> list[FileEntry]:
+    """A configuration's Parquet shards named in the manifest (every configuration's with
+    ``config=None``), in split order (train, validation, test) and, within a split, in
+    path order (= shard order, the names are zero-padded).
 
     Checks that each one exists.  Entries for other files (e.g. JSONL) are skipped.
     """
     folder = Path(folder)
     manifest = load_manifest(folder) if manifest is None else manifest
-    shards = manifest.parquet_files()
+    configs = sorted({f.config for f in manifest.files}) if config is None else [config]
+    shards = [s for c in configs for s in manifest.parquet_files(c)]
     for shard in shards:
         if not (folder / shard.path).is_file():
             raise PublishError(f"{shard.path}: listed in {MANIFEST} but missing from the folder")

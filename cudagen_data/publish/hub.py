@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cudagen_data.contracts.manifest import DEFAULT_CONFIG
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.folder import (
     MANIFEST,
@@ -45,9 +46,9 @@ from cudagen_data.publish.folder import (
     read_json,
     verify_data_file,
 )
-from cudagen_data.contracts.manifest import SPLITS
 
 REJECTS = "rejects.jsonl"
+REJECTS_REAL = "rejects_real.jsonl"
 DATA_DIR = "data/"
 _NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
 
@@ -55,6 +56,7 @@ LEFT_OUT = {
     "jsonl/": "same rows as data/*.parquet",
     ".cudagen/": "private resumable state",
     REJECTS: "compiler logs may name local paths; stats.json counts rejects (include_rejects=True to upload)",
+    REJECTS_REAL: "kernels not mined, one by one; stats.json counts them by reason (include_rejects=True to upload)",
 }
 
 
@@ -173,7 +175,7 @@ def plan_upload(folder, include_rejects: bool = False, verify: bool = True, chec
     """
     folder = Path(folder)
     manifest = load_manifest(folder)
-    shards = parquet_files(folder, manifest)
+    shards = parquet_files(folder, manifest, config=None)  # every configuration (default, real)
     if not shards:
         raise PublishError(f"{MANIFEST}: lists no Parquet files")
     read_json(folder, STATS)  # must exist and parse
@@ -190,6 +192,8 @@ def plan_upload(folder, include_rejects: bool = False, verify: bool = True, chec
     has_rejects = (folder / REJECTS).is_file()
     if include_rejects and has_rejects:
         meta_files.append(REJECTS)
+    if include_rejects and (folder / REJECTS_REAL).is_file():
+        meta_files.append(REJECTS_REAL)
 
     if verify:
         for shard in shards:
@@ -201,12 +205,15 @@ def plan_upload(folder, include_rejects: bool = False, verify: bool = True, chec
         for shard in shards:
             _check_parquet(folder, shard.path, needles)
 
-    rows = {s: sum(f.rows for f in shards if f.split == s) for s in SPLITS if any(f.split == s for f in shards)}
+    rows = {}
+    for f in shards:  # "train" for the default configuration, "real/train" for the others
+        key = f.split if f.config == DEFAULT_CONFIG else f"{f.config}/{f.split}"
+        rows[key] = rows.get(key, 0) + f.rows
     files = tuple(UploadFile(rel, (folder / rel).stat().st_size) for rel in meta_files + [s.path for s in shards])
     left_out = tuple(
         f"{name}: {reason}"
         for name, reason in LEFT_OUT.items()
-        if (folder / name.rstrip("/")).exists() and not (name == REJECTS and include_rejects)
+        if (folder / name.rstrip("/")).exists() and not (name in (REJECTS, REJECTS_REAL) and include_rejects)
     )
     return UploadPlan(folder=folder, files=files, rows=rows, left_out=left_out)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from .. import warp_env
+from . import runtime as warp_env
 
 _created: list = []
 _hooked = False

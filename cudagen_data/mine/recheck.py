@@ -1,0 +1,78 @@
+"""Re-run ``real`` rows on the CPU from their recorded test vectors (``cudagen validate``).
+
+A mined row's source needs its file: the kernel is found again through its provenance
+(:mod:`.locate`), built on this machine's Warp, and launched on the recorded inputs and
+output gradients.  Rows whose file cannot be found here (a user's tree) are reported as
+not re-run, never as passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from .. import execution
+from ..contracts.test_vectors import TestVectors
+from ..warp_boundary import mining as warp_mining
+from .discover import MineError
+from .locate import kernel_of
+from .worker import MinedKernel, run_one
+
+
+@dataclass
+class Rerun:
+    outputs: dict[str, np.ndarray] | None = None
+    input_grads: dict[str, np.ndarray] | None = None
+    error: str = ""  # the run failed
+    skipped: str = ""  # the row could not be re-run here (why)
+
+
+def rerun_rows(rows: list[dict]) -> list[Rerun]:
+    """One Rerun per row (each row must have test vectors)."""
+    out: list[Rerun] = []
+    kernels, picked = [], []
+    for i, row in enumerate(rows):
+        try:
+            kernels.append(kernel_of(row))
+            picked.append(i)
+            out.append(Rerun())
+        except MineError as exc:
+            out.append(Rerun(skipped=str(exc)))
+    if not picked:
+        return out
+    with warp_mining.cpu_module_of(kernels, optimization_level=execution.CPU_OPT_LEVEL) as module:
+        error = execution_build(module)
+        for i, kernel in zip(picked, kernels):
+            if error is not None:
+                out[i] = Rerun(error=f"CPU build failed: {error.split(' | ')[0]}")
+                continue
+            row = rows[i]
+            dec = TestVectors.from_json(row["test_vectors"]).decoded()
+            k = _as_mined(row)
+            done = run_one(k, kernel, 0, given=(dec["inputs"], dec["output_grads"]))
+            if done.test_vectors is None:
+                out[i] = Rerun(error=done.not_run)
+                continue
+            got = TestVectors(**done.test_vectors).decoded()
+            out[i] = Rerun(outputs=got["outputs"], input_grads=got["input_grads"])
+    return out
+
+
+def execution_build(module) -> str | None:
+    from .. import warp_boundary
+
+    return warp_boundary.build_module(module, "cpu")
+
+
+def _as_mined(row: dict) -> MinedKernel:
+    prov = row["provenance"]
+    tv = orjson.loads(row["test_vectors"])
+    return MinedKernel(
+        relpath=prov["path"], package=prov["package"], line=prov["line"], qualname=prov["qualname"],
+        kernel_name=row["kernel_name"], overload=prov["overload"], python_source=row["python_source"],
+        preamble="", device_functions=row["device_functions"], forward=row["cuda_forward"],
+        backward=row["cuda_backward"], generation_ms=0.0, features=list(row["features"]),
+        difficulty=row["difficulty"], arg_specs=orjson.loads(row["arg_specs"]), launch_dim=list(tv["launch_dim"]),
+    )  # fmt: skip
