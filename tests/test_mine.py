@@ -223,3 +223,62 @@ def test_load_dataset_real_config(mined, tmp_path):
     assert sum(f["rows"] for f in real_files if f["path"].endswith(".parquet")) == len(mined.rows)
     rejects = [orjson.loads(line) for line in (tmp_path / "rejects_real.jsonl").read_bytes().splitlines()]
     assert rejects == mined.rejects
+
+
+@pytest.fixture(scope="module")
+def real_folder(mined, tmp_path_factory):
+    from cudagen_data.mine.folder import write_real
+
+    folder = tmp_path_factory.mktemp("real")
+    write_real(folder, mined.rows, mined.rejects, mined.preambles, mined.stats, "cudagen mine tests/mine_tree")
+    return folder
+
+
+def test_export_publish_stats_real_config(real_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+    from cudagen_data.publish.export import export
+    from cudagen_data.publish.hub import plan_upload
+
+    n = export(real_folder, "chat", tmp_path / "chat.jsonl", config="real")
+    assert n == sum(1 for _ in (tmp_path / "chat.jsonl").open())
+    records = [orjson.loads(line) for line in (tmp_path / "chat.jsonl").read_bytes().splitlines()]
+    assert n > 0 and all("cuda" in r["messages"][-1]["content"] for r in records)
+    plan = plan_upload(real_folder)
+    assert {p for p in plan.paths if p.endswith(".parquet")} == {str(p.relative_to(real_folder)) for p in (real_folder / "data/real").glob("*.parquet")}
+    assert set(plan.rows) <= {"real/train", "real/validation", "real/test"} and sum(plan.rows.values()) > 0
+    out = CliRunner().invoke(app, ["stats", str(real_folder)])
+    assert out.exit_code == 0 and "configuration 'real'" in out.output and "executed with test vectors" in out.output
+
+
+def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
+    """Rows mined from the installed Warp are found again and re-run from their test vectors."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cudagen_data.contracts.row import REAL_ROW_SCHEMA
+    from cudagen_data.dataset.verify import validate_path
+    from cudagen_data.mine.folder import write_real
+
+    warp_tests = discover.installed_warp_root() / "tests"
+    result = mine_paths([warp_tests / "test_copy.py"], workers=1, options=Options(timeout_s=120))
+    assert result.rows and all(r["provenance"]["package"] == "warp-lang" for r in result.rows)
+    assert all(r["provenance"]["path"] == "warp/tests/test_copy.py" for r in result.rows)
+    write_real(tmp_path, result.rows, result.rejects, result.preambles, result.stats, "cudagen mine")
+    report = validate_path(tmp_path)
+    executed = sum(r["provenance"]["executed"] for r in result.rows)
+    assert report.ok and executed > 0 and report.checks_run["cpu_execution"] == executed
+
+    # Corrupt one recorded output: the re-run must catch it (written as a lone Parquet file).
+    rows = [dict(r) for r in result.rows]
+    row = next(r for r in rows if r["provenance"]["executed"])
+    tv = orjson.loads(row["test_vectors"])
+    name = next(iter(tv["outputs"]))
+    data = np.asarray(tv["outputs"][name]["data"], dtype=np.float64) + 1.0
+    tv["outputs"][name]["data"] = data.tolist()
+    row["test_vectors"] = orjson.dumps(tv).decode()
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in row.items() if k != "split"}], schema=REAL_ROW_SCHEMA), bad)
+    report = validate_path(bad)
+    assert not report.ok and any(f.check == "cpu_execution" and name in f.message for f in report.failures)
