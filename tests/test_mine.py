@@ -73,7 +73,8 @@ def test_nested_kernels_are_mined(mined):
 def test_replayed_kernel_is_warp_own_codegen(mined):
     """A replayed nested kernel equals the kernel Warp makes when the function really runs."""
     from cudagen_data.extract.codegen import generate_cuda
-    from cudagen_data.mine.worker import normalize_paths
+    from cudagen_data.mine.worker import naming_root
+    from cudagen_data.warp_boundary import postprocess_cuda
 
     from cudagen_data.mine.collect import module_name_for
 
@@ -83,11 +84,13 @@ def test_replayed_kernel_is_warp_own_codegen(mined):
     spec = importlib.util.spec_from_file_location(name, TREE / "nested.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    real = generate_cuda(module.build_helper_kernel())
+    real = generate_cuda(module.build_helper_kernel(), root=naming_root(src))
     row = by_qualname(mined)["build_helper_kernel.<locals>.helper_kernel"][0]
     assert row["cuda_forward"] == real.forward
     assert row["cuda_backward"] == real.backward and row["cuda_backward"]
-    assert row["device_functions"] == normalize_paths(real.device_functions, src)
+    assert row["device_functions"] == real.device_functions
+    assert "// mine_tree/nested.py:" in row["device_functions"]  # the helper, named from the mined root
+    assert postprocess_cuda(real.device_functions, naming_root(src)) == real.device_functions
 
 
 def test_mined_text_is_in_warp_module_codegen(mined):
@@ -269,6 +272,12 @@ def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
     report = validate_path(tmp_path)
     executed = sum(r["provenance"]["executed"] for r in result.rows)
     assert report.ok and executed > 0 and report.checks_run["cpu_execution"] == executed
+
+    # The GPU suite's dry run (CUDA compiled and text-checked, kernels run on the CPU).
+    from cudagen_data.gpu import gpu_validate
+
+    gpu = gpu_validate(tmp_path, device="cpu", jobs=0)
+    assert gpu.ok and gpu.ran == executed
 
     # Corrupt one recorded output: the re-run must catch it (written as a lone Parquet file).
     rows = [dict(r) for r in result.rows]

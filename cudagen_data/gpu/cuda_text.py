@@ -25,6 +25,10 @@ PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), 
 
 def regenerate(row: dict) -> list[str]:
     """The parts of the row's CUDA that the installed Warp renders differently ([] if none)."""
+    if row.get("provenance"):  # a mined kernel: generated again from its own file
+        from ..mine.locate import regenerate as regenerate_real
+
+        return regenerate_real(row)
     report = extract_source(row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"])
     kernel = next((k for k in report.kernels if k.name == row["kernel_name"]), None)
     if kernel is None:
@@ -40,8 +44,14 @@ def compiled_matches(text: str, row: dict) -> list[str]:
     """The recorded parts missing from a compiled translation unit ([] if all are there).
 
     Warp's cache file names this machine's paths in source-location comments; rows name
-    them machine-independently, so the file goes through the same post-processing first."""
-    text = warp_boundary.postprocess_cuda(text)
+    them machine-independently, so the file goes through the same post-processing first
+    (a mined row's own files relative to the folder it was mined from)."""
+    root = None
+    if row.get("provenance"):
+        from ..mine.locate import naming_root
+
+        root = naming_root(row)
+    text = warp_boundary.postprocess_cuda(text, root)
     missing = []
     end = warp_boundary.preamble_length(text)
     if end < 0 or text_hash(text[:end]) != row["preamble_hash"]:

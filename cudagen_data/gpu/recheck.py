@@ -150,7 +150,7 @@ def dataset_rows(path: Path) -> Iterator[tuple[str, dict]]:
             manifest = Manifest.read(path)
         except ManifestError as exc:
             raise DatasetError(str(exc)) from None
-        for shard in manifest.parquet_files():
+        for shard in manifest.parquet_files() + manifest.parquet_files("real"):
             if not (path / shard.path).exists():
                 raise DatasetError(f"{path / shard.path}: listed in the manifest but missing")
             yield from iter_rows_from(path / shard.path)

@@ -36,7 +36,7 @@ from .twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 COLUMNS = (
     "id", "kernel_name", "category", "python_source", "cuda_forward", "cuda_backward", "device_functions",
     "preamble_hash", "arg_specs", "launch_dim", "block_dim", "test_vectors", "compile", "metadata",
-    "difficulty", "features", "warp_version",
+    "difficulty", "features", "warp_version", "provenance",
 )  # fmt: skip
 
 
@@ -157,36 +157,63 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
             out.error = ("test_vectors", item.problem)
         return out
     spec = item.spec
-    block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
-    arch = int(row["compile"]["arch"])
+    if row.get("provenance"):
+        return _real_device_stage(item, device, out)
     with warp_boundary.loaded_source(row["python_source"]) as loaded:
         kernel = getattr(loaded.module, spec.kernel_name, None)
         if not isinstance(kernel, wp.Kernel):
             why = loaded.errors[0].message if loaded.errors else f"no kernel named {spec.kernel_name!r}"
             out.error = ("gpu_build", f"source does not load: {why}")
             return out
-        module = kernel.module
-        module.options["block_dim"] = block_dim
-        t1 = time.perf_counter()
-        try:
-            if device.startswith("cuda"):
-                out.build, text = _build_cuda(module, device, block_dim, arch)
-            else:
-                out.build, text = _compile_only(module, arch)
-        except BuildFailed as exc:
-            out.error = ("gpu_build", str(exc))
-            return out
-        finally:
-            out.seconds["build"] = time.perf_counter() - t1
-        out.compiled_missing = cuda_text.compiled_matches(text, row) if text is not None else None
-        if not device.startswith("cuda"):
-            module.options["optimization_level"] = 0  # dry run: a fast CPU build, results are checked not timed
-            module.mark_modified()
-        t2 = time.perf_counter()
-        try:
+        return _build_and_run(item, device, out, kernel, kernel.module)
+
+
+def _real_device_stage(item: _Prepared, device: str, out: DeviceOutcome) -> DeviceOutcome:
+    """A mined kernel: found again through its provenance, built alone with its module's options."""
+    from ..mine.discover import MineError
+    from ..mine.locate import kernel_of
+    from ..warp_boundary.mining import cpu_module_of
+
+    try:
+        kernel = kernel_of(item.row)
+    except MineError as exc:
+        out.error = ("gpu_build", f"source not found: {exc}")
+        return out
+    with cpu_module_of([kernel], optimization_level=None, same_options=True) as module:
+        return _build_and_run(item, device, out, kernel, module, release=False)
+
+
+def _build_and_run(item: _Prepared, device: str, out: DeviceOutcome, kernel, module, release: bool = True) -> DeviceOutcome:
+    row, spec = item.row, item.spec
+    block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
+    arch = int(row["compile"]["arch"])
+    module.options["block_dim"] = block_dim
+    t1 = time.perf_counter()
+    try:
+        if device.startswith("cuda"):
+            out.build, text = _build_cuda(module, device, block_dim, arch)
+        else:
+            out.build, text = _compile_only(module, arch)
+    except BuildFailed as exc:
+        out.error = ("gpu_build", str(exc))
+        return out
+    finally:
+        out.seconds["build"] = time.perf_counter() - t1
+    out.compiled_missing = cuda_text.compiled_matches(text, row) if text is not None else None
+    if not device.startswith("cuda"):
+        module.options["optimization_level"] = 0  # dry run: a fast CPU build, results are checked not timed
+        module.mark_modified()
+    t2 = time.perf_counter()
+    try:
+        if row.get("provenance"):  # a mined kernel: constant outputs are fine there
+            from ..mine.recheck import run_row
+
+            run = run_row(row, kernel, device)
+        else:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)
-        finally:
-            out.seconds["run"] = time.perf_counter() - t2
+    finally:
+        out.seconds["run"] = time.perf_counter() - t2
+        if release:
             warp_boundary.release_module(module)
     out.outputs, out.input_grads = run.outputs, run.input_grads
     if not run.ok:
@@ -238,6 +265,9 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
     for item, out in zip(items, outcomes):
         if item.problem:
             out.twin = item.problem
+            continue
+        if item.row.get("provenance"):
+            out.twin = "mined kernel: no float64 twin (its source needs its file)"
             continue
         try:
             twin = checked_twin(item.spec)

@@ -50,3 +50,36 @@ def kernel_of(row: dict, user_root: str | Path | None = None):
                 return kernel
             return f.kernel
     raise MineError(f"{prov['path']}:{prov['line']}: kernel {prov['qualname']} not found")
+
+
+def regenerate(row: dict) -> list[str] | None:
+    """Parts of a real row's CUDA that this machine's Warp generates differently ([] if
+    none); None when the row's file is not here (a user's tree): not checked."""
+    from ..extract.codegen import generate_cuda
+    from .worker import naming_root
+
+    try:
+        src = source_file_of(row)
+        kernel = kernel_of(row)
+    except MineError as exc:
+        if (row.get("provenance") or {}).get("package") != "warp-lang":
+            return None
+        return [f"codegen failed: {exc}"]
+    emitted = generate_cuda(kernel, arch=row["compile"]["arch"], root=naming_root(src))
+    differs = [name for name, column in (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
+               if getattr(emitted, name) != row[column]]
+    import xxhash
+
+    if xxhash.xxh3_64_hexdigest(emitted.preamble.encode()) != row["preamble_hash"]:
+        differs.insert(0, "preamble")
+    return differs
+
+
+def naming_root(row: dict) -> str | None:
+    """The folder this machine names the row's file relative to (None if not found here)."""
+    from .worker import naming_root as root_of
+
+    try:
+        return root_of(source_file_of(row))
+    except MineError:
+        return None

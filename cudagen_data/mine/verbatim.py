@@ -13,7 +13,7 @@ from ..warp_boundary import postprocess_cuda
 from ..extract.codegen import DEFAULT_ARCH, DEFAULT_BLOCK_DIM
 from .collect import collect
 from .discover import SourceFile
-from .worker import normalize_paths
+from .worker import naming_root
 
 
 def module_cuda_contains(src: SourceFile, rows: list[dict], arch: int = DEFAULT_ARCH) -> tuple[int, list[str]]:
@@ -24,7 +24,7 @@ def module_cuda_contains(src: SourceFile, rows: list[dict], arch: int = DEFAULT_
     for f in found.found:
         if (f.line, f.qualname) in wanted:
             by_module.setdefault(id(f.kernel.module), (f.kernel.module, []))[1].append(f.kernel)
-    texts = [normalize_paths(postprocess_cuda(warp_mining.module_cuda(kernels, block_dim=DEFAULT_BLOCK_DIM, arch=arch)), src)
+    texts = [postprocess_cuda(warp_mining.module_cuda(kernels, block_dim=DEFAULT_BLOCK_DIM, arch=arch), naming_root(src))
              for _, kernels in by_module.values()]
     text = "\n".join(texts)
     missing = []

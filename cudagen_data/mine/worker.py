@@ -153,7 +153,7 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
             t0 = time.perf_counter()
             try:
                 with warp_env.quiet_stderr():
-                    ext = generate_cuda(target, arch=arch)
+                    ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
             except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
                 rejects.append(Reject(src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(_first_line(exc), src)))
                 continue
@@ -164,8 +164,7 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
             kernels.append(MinedKernel(
                 relpath=src.relpath, package=src.package, line=f.line, qualname=f.qualname,
                 kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
-                preamble=ext.preamble, device_functions=normalize_paths(ext.device_functions, src),
-                forward=normalize_paths(ext.forward, src), backward=normalize_paths(ext.backward, src),
+                preamble=ext.preamble, device_functions=ext.device_functions, forward=ext.forward, backward=ext.backward,
                 generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty(CATEGORY, kernel_tree, feats),
                 arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
                 launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,
@@ -204,38 +203,18 @@ def classify_import_error(message: str) -> str:
     return "import_error"
 
 
+def naming_root(src: SourceFile) -> str:
+    """The folder a mined file is named relative to (the mined root's parent): what
+    :func:`warp_boundary.postprocess_cuda` and ``scrub_paths`` take as ``root``."""
+    import os
+
+    return os.path.dirname(src.root)
+
+
 def public_text(text: str, src: SourceFile) -> str:
-    """An error message with this machine's paths made relative, on one line."""
-    import os
-
-    from .discover import _warp_root_or_none
-
-    prefixes = [os.path.dirname(src.root) + os.sep]
-    warp_root = _warp_root_or_none()
-    if warp_root is not None:
-        prefixes.append(str(warp_root.parent) + os.sep)
-    for p in sorted(set(prefixes), key=len, reverse=True):
-        text = text.replace(p, "")
+    """An error message with this machine's paths made machine-independent, on one line."""
+    text = warp_env.scrub_paths(text, naming_root(src))
     return " ".join(text.split("\\n")).replace("\n", " ")
-
-
-def normalize_paths(text: str, src: SourceFile) -> str:
-    """Machine paths Warp writes into CUDA comments (``// /abs/file.py:12``), made relative.
-
-    A file under the mined root is named as rows name it; Warp's own library files as
-    ``warp/...``.  (Issue #18 moves this rule to the Warp boundary for every output.)
-    """
-    import os
-
-    from .discover import _warp_root_or_none
-
-    prefixes = [os.path.dirname(src.root) + os.sep]
-    warp_root = _warp_root_or_none()
-    if warp_root is not None:
-        prefixes.append(str(warp_root.parent) + os.sep)
-    for p in sorted(set(prefixes), key=len, reverse=True):
-        text = text.replace("// " + p, "// ")
-    return text
 
 
 # --------------------------------------------------------------------------- CPU runs
@@ -315,7 +294,7 @@ def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
     return Executed(index, None, k.arg_specs, f"run crashed ({how})")
 
 
-def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None) -> Executed:
+def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None, device: str = "cpu") -> Executed:
     """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
     gradients; judge both."""
     wp = warp_env.warp()
@@ -327,13 +306,13 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         inputs = given[0]
     with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source)
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
-    warp_args = {a.name: execute.to_warp(a, inputs[a.name], "cpu", a in grad_args) for a in spec.args}
+    warp_args = {a.name: execute.to_warp(a, inputs[a.name], device, a in grad_args) for a in spec.args}
     result = execute.ExecutionResult(False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()})
     tape = wp.Tape()
     try:
         with warp_env.quiet_stderr():
             with tape:
-                execute.launch(spec, kernel, [warp_args[a.name] for a in spec.args], "cpu")
+                execute.launch(spec, kernel, [warp_args[a.name] for a in spec.args], device)
             result.outputs = {a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
             for name, out in result.outputs.items():
                 if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
@@ -341,7 +320,7 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
             if grad_args:
                 seeds = execute.draw_output_grads(spec, grad_args) if given is None else given[1]
                 if seeds:
-                    tape.backward(grads={warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, "cpu", False)
+                    tape.backward(grads={warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, device, False)
                                          for n, g in seeds.items()})
                 result.output_grads = seeds
                 result.input_grads = {a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"}

@@ -97,11 +97,14 @@ _module_counter = 0
 
 
 @contextlib.contextmanager
-def cpu_module_of(kernels: Sequence, *, optimization_level: int) -> Iterator[object]:
-    """A fresh Warp module holding these (already created) kernels, for one CPU build.
+def cpu_module_of(kernels: Sequence, *, optimization_level: int | None, same_options: bool = False) -> Iterator[object]:
+    """A fresh Warp module holding these (already created) kernels, for one build.
 
-    A generic kernel's overload is registered through its parent.  Each kernel's own
-    module is given back when the block ends, and the shared module is released.
+    An overload of a generic kernel is registered alone (not its parent, whose other
+    overloads would be built too).  Each kernel's own module is given back when the
+    block ends, and the shared module is released.
+    ``same_options``: take the first kernel's module options (``enable_backward``, ...),
+    so the module generates that kernel's code as its own module does (GPU re-check).
     """
     global _module_counter
     warp_env.warp()
@@ -109,19 +112,20 @@ def cpu_module_of(kernels: Sequence, *, optimization_level: int) -> Iterator[obj
 
     _module_counter += 1
     module = Module(f"cudagen_mined_run_{_module_counter}", None)
-    module.options["optimization_level"] = optimization_level
+    if same_options and kernels:
+        module.options = dict(kernels[0].module.options)
+    if optimization_level is not None:
+        module.options["optimization_level"] = optimization_level
     saved = []
     for k in kernels:
-        parent = k.generic_parent or k
-        saved.append((k, k.module, parent, parent.module))
-        parent.module = module
+        saved.append((k, k.module))
         k.module = module
-        module.register_kernel(parent)
+        module.register_kernel(k)
     try:
         yield module
     finally:
-        for k, own, parent, parent_own in saved:
-            k.module, parent.module = own, parent_own
+        for k, own in saved:
+            k.module = own
         warp_env.release_module(module)
         warp_env.clear_private_cache()
 
