@@ -16,7 +16,7 @@ import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, FileEntry, Manifest
 from ..dataset import store
-from ..publish.splits import SPLITS
+from ..contracts.manifest import SPLITS
 from .rows import REAL_ROW_SCHEMA, kernel_shape_hash
 
 CONFIG = "real"

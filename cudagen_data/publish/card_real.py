@@ -13,7 +13,7 @@ import pyarrow as pa
 import yaml
 
 from cudagen_data.publish import card
-from cudagen_data.publish.splits import SPLITS
+from cudagen_data.contracts.manifest import SPLITS
 
 CONFIG = "real"
 
