@@ -173,6 +173,9 @@ def test_provenance_is_relative_and_complete(mined):
         assert p["package"] == "" and p["license"] == ""  # a user's tree: unknown
         assert p["executed"] == (row["test_vectors"] is not None)
         assert p["gradients_checked"] is False
+        # Not checked against finite differences (the check needs a standalone source): said so.
+        check = row["gradient_check"]
+        assert check["status"] == ("unverified" if row["cuda_backward"] else "forward_only") and check["reason"]
 
 
 def test_warp_package_provenance():

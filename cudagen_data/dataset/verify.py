@@ -185,6 +185,10 @@ def check_gradient_declaration(row: dict) -> list[str]:
     from ..gradcheck import STATUSES  # not at import: gradcheck -> gpu.twin -> gpu -> this module
 
     status = row["gradient_check"]["status"]
+    if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
+        if (status == "forward_only") != (not row["cuda_backward"]) or status not in ("forward_only", "unverified"):
+            return [f"gradient_check.status {status!r} does not fit a mined kernel with{'out' if not row['cuda_backward'] else ''} a backward"]
+        return []
     declared = forward_only_reason(row["python_source"])
     if status not in STATUSES or status == "mismatch":
         return [f"gradient_check.status {status!r} is not a row status"]

@@ -23,7 +23,17 @@ from .worker import MinedKernel, Reject
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
 
-GRADIENTS_UNCHECKED = "gradients recorded, not checked against finite differences"
+GRADIENTS_UNCHECKED = ("mined kernel: gradients recorded, not checked against finite differences "
+                       "(the check loads a standalone source; a mined kernel needs its file)")
+
+
+def gradient_check(backward: str, vectors: dict | None) -> dict:
+    """The gradient_check column of a mined row: honest about what was not checked."""
+    if not backward:
+        return {"status": "forward_only", "reason": "Warp emitted no backward (the kernel's module turns it off)",
+                "precision": "", "probes": 0, "worst_rel_error": 0.0}
+    reason = GRADIENTS_UNCHECKED if vectors else "not executed: no gradients recorded"
+    return {"status": "unverified", "reason": reason, "precision": "", "probes": 0, "worst_rel_error": 0.0}
 
 
 kernel_shape_hash = canonical.kernel_shape_hash
@@ -111,6 +121,7 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 "shape_hash": shape,
                 "cuda_hash": cuda_hash,
                 "compile": {"arch": k.arch, "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
+                "gradient_check": gradient_check(k.backward, vectors),
                 "warp_version": warp_version,
                 "generator_version": __version__,
                 "provenance": {
