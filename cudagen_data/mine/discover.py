@@ -10,8 +10,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# Files that are entry points, not modules: importing them runs a program (a test runner).
-SKIPPED_NAMES = frozenset({"__main__.py", "setup.py", "conftest.py"})
 KERNEL_DECORATORS = frozenset({"kernel"})
 
 
