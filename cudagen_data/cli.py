@@ -210,7 +210,8 @@ def mine(
                           synthetic_shapes=shapes, ratios=ratios, progress=(lambda res: bar.update(1)) if bar is not None else None)
     if bar is not None:
         bar.close()
-    words = ["cudagen", "mine", *[str(p) for p in paths or []], "--output", str(output)]
+    # Recorded in the manifest, which is published: the mined folders by name, no machine path.
+    words = ["cudagen", "mine", *[p.resolve().name for p in paths or []], "--output", "OUT_DIR"]
     write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words))
     typer.echo(format_summary(result.stats, output, REJECTS_FILE))
 

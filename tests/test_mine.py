@@ -294,3 +294,18 @@ def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
     pq.write_table(pa.Table.from_pylist([{k: v for k, v in row.items() if k != "split"}], schema=REAL_ROW_SCHEMA), bad)
     report = validate_path(bad)
     assert not report.ok and any(f.check == "cpu_execution" and name in f.message for f in report.failures)
+
+
+def test_cli_writes_no_machine_path(tmp_path):
+    """The manifest records the command: mined folders by name, the output as OUT_DIR."""
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    for name in ("manifest.json", "stats.json", "README.md", "rejects_real.jsonl"):
+        text = (out / name).read_text()
+        assert str(tmp_path) not in text and str(TREE) not in text, name
+    assert orjson.loads((out / "manifest.json").read_bytes())["real"]["command"] == "cudagen mine sub --output OUT_DIR"
