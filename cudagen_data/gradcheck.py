@@ -292,6 +292,23 @@ def check_gradients(specs: Sequence[KernelSpec], points: Sequence[Point | Execut
     return results  # type: ignore[return-value]
 
 
+def check_built(spec: KernelSpec, kernel, point: Point, *, device: str = "cpu") -> GradientCheck:
+    """The check of one kernel that is already built (e.g. a mined kernel, which needs
+    its own file to load, so no standalone float64 twin can be made): in float32, with
+    that precision's steps and tolerance, same probes and kink handling as
+    :func:`check_gradients`.  ``spec`` describes the kernel's arguments; ``point`` holds
+    its recorded float32 inputs and output seeds.  A disagreeing adjoint comes back as
+    ``mismatch`` (the caller decides what a mismatch means for its row)."""
+    why = forward_only_reason(spec.python_source)
+    if why:
+        return GradientCheck("forward_only", why)
+    if not probed_args(spec):
+        return GradientCheck("unverified", "no float array input to differentiate")
+    if not seeded_args(spec):
+        return GradientCheck("unverified", "no float output array to seed")
+    return _check_one(_float32_plan(0, spec, point, "already built: no float64 twin"), kernel, device, spec)
+
+
 def _build(module, device: str) -> str | None:
     return warp_boundary.build_module(module, device)
 
@@ -473,4 +490,4 @@ def summary_reason(check: GradientCheck) -> str:
     return f"{check.reason}{construct}"
 
 
-__all__ = ["GradientCheck", "check_gradients", "forward_only_reason", "suspect_constructs", "summary_reason", "STATUSES"]
+__all__ = ["GradientCheck", "check_built", "check_gradients", "forward_only_reason", "suspect_constructs", "summary_reason", "STATUSES"]

@@ -172,10 +172,45 @@ def test_provenance_is_relative_and_complete(mined):
         assert p["path"].startswith("mine_tree/") and p["line"] > 0
         assert p["package"] == "" and p["license"] == ""  # a user's tree: unknown
         assert p["executed"] == (row["test_vectors"] is not None)
-        assert p["gradients_checked"] is False
-        # Not checked against finite differences (the check needs a standalone source): said so.
         check = row["gradient_check"]
-        assert check["status"] == ("unverified" if row["cuda_backward"] else "forward_only") and check["reason"]
+        assert p["gradients_checked"] == (check["status"] in ("verified", "mismatch"))
+        if not row["cuda_backward"]:
+            assert check["status"] == "forward_only" and check["reason"]
+        elif not p["executed"]:
+            assert check["status"] == "unverified" and check["reason"]
+
+
+def test_gradient_check_of_mined_kernels(mined):
+    """Executed mined kernels that ship a backward are checked against finite differences
+    (float32, on the built kernel): a right adjoint is verified; Warp's wrong adjoint of a
+    dynamic loop whose carried value is used non-linearly is kept, flagged, and counted."""
+    rows = by_qualname(mined)
+    good = rows["smooth_cubic"][0]["gradient_check"]
+    assert good["status"] == "verified" and good["precision"] == "float32" and good["probes"] >= 2
+    assert good["worst_rel_error"] < 5e-2
+    bad = rows["row_mean_squared"][0]
+    assert bad["gradient_check"]["status"] == "mismatch" and bad["gradient_check"]["precision"] == "float32"
+    assert "dynamic for loop" in bad["gradient_check"]["reason"] and bad["provenance"]["gradients_checked"]
+    assert bad["cuda_backward"]  # kept with its (wrong) backward, for users to filter
+    assert mined.stats["gradient_check"]["mismatch"] >= 1 and mined.stats["gradient_check"]["verified"] >= 2
+    assert any("dynamic for loop" in k for k in mined.stats["adjoint_mismatch_constructs"])
+    # The test vectors' input gradient is Warp's (wrong) one: finite differences say otherwise.
+    tv = orjson.loads(bad["test_vectors"])
+    a = np.asarray(tv["inputs"]["a"]["data"], dtype=np.float64)
+    n = tv["inputs"]["n"]["data"] if isinstance(tv["inputs"]["n"], dict) else tv["inputs"]["n"]
+    seed = np.asarray(tv["output_grads"]["out"]["data"], dtype=np.float64)
+    mu = a[:, :n].sum(axis=1) / n
+    exact = np.zeros_like(a)
+    exact[:, :n] = (seed * 2 * mu / n)[:, None]
+    recorded = np.asarray(tv["input_grads"]["a"]["data"], dtype=np.float64)
+    assert np.abs(recorded - exact).max() > 0.1 * np.abs(exact).max()
+
+    # The re-check (what validate runs) agrees with both statuses, found again through provenance.
+    from cudagen_data.mine.recheck import rerun_rows
+
+    reruns = rerun_rows([rows["smooth_cubic"][0], bad], user_root=TREE.parent)
+    assert [r.gradient_check["status"] for r in reruns] == ["verified", "mismatch"]
+    assert reruns[1].gradient_check == bad["gradient_check"]  # same probes, same bytes
 
 
 def test_warp_package_provenance():
@@ -268,13 +303,16 @@ def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
     from cudagen_data.mine.folder import write_real
 
     warp_tests = discover.installed_warp_root() / "tests"
-    result = mine_paths([warp_tests / "test_copy.py"], workers=1, options=Options(timeout_s=120))
+    files = ["test_copy.py", "test_grad.py"]  # test_grad: adjoints, verified and one custom (wrong by design)
+    result = mine_paths([warp_tests / f for f in files], workers=2, options=Options(timeout_s=120))
     assert result.rows and all(r["provenance"]["package"] == "warp-lang" for r in result.rows)
-    assert all(r["provenance"]["path"] == "warp/tests/test_copy.py" for r in result.rows)
+    assert {r["provenance"]["path"] for r in result.rows} == {f"warp/tests/{f}" for f in files}
     write_real(tmp_path, result.rows, result.rejects, result.preambles, result.stats, "cudagen mine")
     report = validate_path(tmp_path)
     executed = sum(r["provenance"]["executed"] for r in result.rows)
     assert report.ok and executed > 0 and report.checks_run["cpu_execution"] == executed
+    checked = [r for r in result.rows if r["gradient_check"]["status"] in ("verified", "mismatch")]
+    assert checked and report.checks_run["gradient_check"] == len(checked)
 
     # The GPU suite's dry run (CUDA compiled and text-checked, kernels run on the CPU).
     from cudagen_data.gpu import gpu_validate
@@ -294,6 +332,15 @@ def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
     pq.write_table(pa.Table.from_pylist([{k: v for k, v in row.items() if k != "split"}], schema=REAL_ROW_SCHEMA), bad)
     report = validate_path(bad)
     assert not report.ok and any(f.check == "cpu_execution" and name in f.message for f in report.failures)
+
+    # A gradient_check status changed by hand: the re-check catches it.
+    row = dict(checked[0])
+    other = "mismatch" if row["gradient_check"]["status"] == "verified" else "verified"
+    row["gradient_check"] = {**row["gradient_check"], "status": other}
+    lied = tmp_path / "lied.parquet"
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in row.items() if k != "split"}], schema=REAL_ROW_SCHEMA), lied)
+    report = validate_path(lied)
+    assert not report.ok and any(f.check == "gradient_check" and "re-check says" in f.message for f in report.failures)
 
 
 def test_cli_writes_no_machine_path(tmp_path):

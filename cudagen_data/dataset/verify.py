@@ -186,7 +186,9 @@ def check_gradient_declaration(row: dict) -> list[str]:
 
     status = row["gradient_check"]["status"]
     if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
-        if (status == "forward_only") != (not row["cuda_backward"]) or status not in ("forward_only", "unverified"):
+        from ..mine.rows import STATUSES as MINED_STATUSES
+
+        if (status == "forward_only") != (not row["cuda_backward"]) or status not in MINED_STATUSES:
             return [f"gradient_check.status {status!r} does not fit a mined kernel with{'out' if not row['cuda_backward'] else ''} a backward"]
         return []
     declared = forward_only_reason(row["python_source"])
@@ -316,6 +318,12 @@ def _rerun_real(located: list[tuple[str, dict]], report: ValidationReport, fail,
                 err = max_error_beyond(got[name], expected, rtol, atol)
                 if err is not None:
                     fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+        recorded_status = row["gradient_check"]["status"]
+        if rerun.gradient_check is not None:
+            report.checks_run["gradient_check"] += 1
+            if rerun.gradient_check["status"] != recorded_status:
+                fail(where, row, "gradient_check", f"recorded {recorded_status}, re-check says "
+                     f"{rerun.gradient_check['status']}: {rerun.gradient_check['reason']}")
 
 
 def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False) -> ValidationReport:

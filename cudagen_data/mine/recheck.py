@@ -27,15 +27,17 @@ class Rerun:
     input_grads: dict[str, np.ndarray] | None = None
     error: str = ""  # the run failed
     skipped: str = ""  # the row could not be re-run here (why)
+    gradient_check: dict | None = None  # the check again, where the row records one that ran
 
 
-def rerun_rows(rows: list[dict]) -> list[Rerun]:
-    """One Rerun per row (each row must have test vectors)."""
+def rerun_rows(rows: list[dict], user_root=None) -> list[Rerun]:
+    """One Rerun per row (each row must have test vectors); ``user_root``: the folder a
+    user's tree was mined under (the installed Warp's rows need none)."""
     out: list[Rerun] = []
     kernels, picked = [], []
     for i, row in enumerate(rows):
         try:
-            kernels.append(kernel_of(row))
+            kernels.append(kernel_of(row, user_root))
             picked.append(i)
             out.append(Rerun())
         except MineError as exc:
@@ -48,25 +50,30 @@ def rerun_rows(rows: list[dict]) -> list[Rerun]:
             if error is not None:
                 out[i] = Rerun(error=f"CPU build failed: {error.split(' | ')[0]}")
                 continue
-            run = run_row(rows[i], kernel, "cpu")
-            out[i] = Rerun(outputs=run.outputs, input_grads=run.input_grads) if run.ok else Rerun(error=run.detail)
+            run, check = run_row(rows[i], kernel, "cpu", with_check=True)
+            out[i] = Rerun(outputs=run.outputs, input_grads=run.input_grads, gradient_check=check) if run.ok else Rerun(error=run.detail)
     return out
 
 
-def run_row(row: dict, kernel, device: str) -> execution.ExecutionResult:
+def run_row(row: dict, kernel, device: str, *, with_check: bool = False):
     """Run a real row's (built) kernel on its recorded inputs and output gradients.
 
     Unlike a synthetic row, a constant output is no failure here: real kernels fill,
-    count and copy."""
+    count and copy.  ``with_check``: also the gradient check again where the row's
+    records one that ran (verified or mismatch), and return (result, its check or None)."""
     from ..contracts.reject import RejectReason
 
     dec = TestVectors.from_json(row["test_vectors"]).decoded()
-    done = run_one(_as_mined(row), kernel, 0, given=(dec["inputs"], dec["output_grads"]), device=device)
+    recheck = with_check and row["gradient_check"]["status"] in ("verified", "mismatch")
+    done = run_one(_as_mined(row), kernel, 0, given=(dec["inputs"], dec["output_grads"]), device=device,
+                   check_gradients=recheck)
     if done.test_vectors is None:
-        return execution.ExecutionResult(False, RejectReason.LAUNCH_ERROR, done.not_run)
-    got = TestVectors(**done.test_vectors).decoded()
-    return execution.ExecutionResult(True, inputs=dec["inputs"], outputs=got["outputs"], output_grads=dec["output_grads"],
-                                     input_grads=got["input_grads"])
+        result = execution.ExecutionResult(False, RejectReason.LAUNCH_ERROR, done.not_run)
+    else:
+        got = TestVectors(**done.test_vectors).decoded()
+        result = execution.ExecutionResult(True, inputs=dec["inputs"], outputs=got["outputs"], output_grads=dec["output_grads"],
+                                           input_grads=got["input_grads"])
+    return (result, done.gradient_check) if with_check else result
 
 
 def execution_build(module) -> str | None:

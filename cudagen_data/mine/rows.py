@@ -23,15 +23,20 @@ from .worker import MinedKernel, Reject
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
 
-GRADIENTS_UNCHECKED = ("mined kernel: gradients recorded, not checked against finite differences "
-                       "(the check loads a standalone source; a mined kernel needs its file)")
+GRADIENTS_UNCHECKED = "executed, but no gradients were recorded (no float array input and output, or a while loop)"
+# Statuses a mined row may carry.  Unlike synthetic rows, a mined kernel whose adjoint
+# disagrees with finite differences is kept (it is real code) with status "mismatch".
+STATUSES = ("verified", "forward_only", "unverified", "mismatch")
 
 
-def gradient_check(backward: str, vectors: dict | None) -> dict:
-    """The gradient_check column of a mined row: honest about what was not checked."""
+def gradient_check(backward: str, vectors: dict | None, checked: dict | None = None) -> dict:
+    """The gradient_check column of a mined row: the worker's check where it ran (float32
+    on the built kernel), else honest about why none ran."""
     if not backward:
         return {"status": "forward_only", "reason": "Warp emitted no backward (the kernel's module turns it off)",
                 "precision": "", "probes": 0, "worst_rel_error": 0.0}
+    if vectors and checked is not None:
+        return dict(checked)
     reason = GRADIENTS_UNCHECKED if vectors else "not executed: no gradients recorded"
     return {"status": "unverified", "reason": reason, "precision": "", "probes": 0, "worst_rel_error": 0.0}
 
@@ -64,7 +69,7 @@ class Dedup:
 
 def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[str, str] | None = None,
                licenses: dict[str, str] | None = None, synthetic_shapes: set[str] | None = None,
-               ratios=DEFAULT_RATIOS, gradients_checked: bool = False) -> tuple[list[dict], list[dict], dict[str, str]]:
+               ratios=DEFAULT_RATIOS) -> tuple[list[dict], list[dict], dict[str, str]]:
     """(rows with their split, rejects, preambles by hash), in a fixed order.
 
     Files are taken in path order and kernels in line order, so which of two
@@ -96,6 +101,8 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 ("" if executed else "not run")
             vectors = executed.test_vectors if executed is not None and executed.test_vectors else None
             specs = executed.arg_specs if executed is not None else k.arg_specs
+            checked = executed.gradient_check if executed is not None else None
+            grad = gradient_check(k.backward, vectors, checked)
             row_id = python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
             rows.append({
                 "id": row_id,
@@ -121,7 +128,7 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 "shape_hash": shape,
                 "cuda_hash": cuda_hash,
                 "compile": {"arch": k.arch, "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
-                "gradient_check": gradient_check(k.backward, vectors),
+                "gradient_check": grad,
                 "warp_version": warp_version,
                 "generator_version": __version__,
                 "provenance": {
@@ -129,7 +136,7 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                     "package": k.package, "package_version": versions.get(k.package, ""),
                     "license": licenses.get(k.package, ""), "executed": vectors is not None,
                     "not_executed_reason": "" if vectors else not_run,
-                    "gradients_checked": bool(vectors and gradients_checked and k.backward),
+                    "gradients_checked": grad["probes"] > 0,
                 },
                 "split": assign_split(shape, ratios),
             })  # fmt: skip

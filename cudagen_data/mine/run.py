@@ -94,10 +94,20 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
         "rejects_by_reason": dict(sorted(by_reason.items())),
         "not_executed_by_reason": dict(sorted(not_run.items())),
+        # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite
+        # differences (the row is kept, it is real code: filter on the status)
+        "gradient_check": dict(sorted(Counter(row["gradient_check"]["status"] for row in rows).items())),
+        "adjoint_mismatch_constructs": dict(sorted(Counter(
+            _construct(row["gradient_check"]["reason"]) for row in rows if row["gradient_check"]["status"] == "mismatch").items())),
         "seconds": round(seconds, 3),  # timing: differs between runs
         "stage_seconds": {k: round(sum(r.stage_seconds.get(k, 0.0) for r in results), 3)
                           for k in sorted({k for r in results for k in r.stage_seconds})},  # worker time, summed
     }
+
+
+def _construct(reason: str) -> str:
+    """The Warp construct a mismatch's reason names ("unknown" where none)."""
+    return reason.split("; construct: ", 1)[1] if "; construct: " in reason else "unknown"
 
 
 def _reason_class(text: str) -> str:
@@ -119,6 +129,7 @@ def format_summary(stats: dict, output, rejects_file: str) -> str:
         f"compile check: {stats['compile_passed']}/{stats['compile_checked']} passed",
         f"rows: {stats['rows']} ({', '.join(f'{k} {v}' for k, v in stats['by_split'].items())}), "
         f"executed with test vectors: {stats['executed']}",
+        f"gradient check: {', '.join(f'{k} {v}' for k, v in stats.get('gradient_check', {}).items()) or 'none'}",
         f"not mined: {sum(stats['rejects_by_reason'].values())} "
         f"({', '.join(f'{k} {v}' for k, v in stats['rejects_by_reason'].items())}) -> {Path(output) / rejects_file}",
         f"time: {stats['seconds']:.1f} s -> {output} (configuration 'real')",

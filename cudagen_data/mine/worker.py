@@ -80,6 +80,8 @@ class Executed:
     test_vectors: dict | None
     arg_specs: list[dict] | None
     not_run: str
+    gradient_check: dict | None = None  # the row's gradient_check, where the backward was checked
+    check_seconds: float = 0.0  # of that check (timing only)
 
 
 def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
@@ -107,7 +109,8 @@ def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_che
         done = run_chunk([c[2] for c in chunk], [c[3] for c in chunk], [c[1] for c in chunk])
         for c, e in zip(chunk, done):
             e.not_run = public_text(e.not_run, srcs[c[0]])
-        yield "seconds", {"run": time.perf_counter() - clock}
+        checks = sum(e.check_seconds for e in done)
+        yield "seconds", {"run": time.perf_counter() - clock - checks, "gradcheck": checks}
         yield "executed", [(c[0], e) for c, e in zip(chunk, done)]
 
 
@@ -294,9 +297,11 @@ def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
     return Executed(index, None, k.arg_specs, f"run crashed ({how})")
 
 
-def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None, device: str = "cpu") -> Executed:
+def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None, device: str = "cpu",
+            check_gradients: bool | None = None) -> Executed:
     """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
-    gradients; judge both."""
+    gradients; judge both.  Then (by default when mining, not when re-running ``given``
+    vectors) the tape gradients against finite differences, on the same built kernel."""
     wp = warp_env.warp()
     spec = _spec(k, k.arg_specs, index)
     if given is None:
@@ -331,7 +336,26 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         return Executed(index, None, k.arg_specs, f"run failed: {_first_line(exc)}")
     finally:
         tape.reset()
-    return Executed(index, orjson.loads(execute.test_vectors(spec, result).to_json()), k.arg_specs, "")
+    vectors = orjson.loads(execute.test_vectors(spec, result).to_json())
+    check, clock = None, time.perf_counter()
+    if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
+        check = gradient_check_of(spec, kernel, result, device)
+    return Executed(index, vectors, k.arg_specs, "", check, time.perf_counter() - clock)
+
+
+def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:
+    """The row's gradient_check: the built kernel's tape gradients against finite
+    differences, in float32 (a mined kernel needs its file, so no float64 twin is made).
+    A disagreeing adjoint is kept as ``mismatch`` with the construct responsible where
+    known: the row is real code, and users filter on the status."""
+    from .. import gradcheck
+
+    with warp_env.quiet_stderr():
+        check = gradcheck.check_built(spec, kernel, gradcheck.Point(result.inputs, result.output_grads), device=device)
+    row = check.to_row()
+    if check.status == "mismatch" and check.construct:
+        row["reason"] = gradcheck.summary_reason(check)
+    return row
 
 
 def _first_line(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ PROVENANCE_DOCS = {
     "license": "License of the file (Warp: `Apache-2.0`); empty where unknown.",
     "executed": "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.",
     "not_executed_reason": "Why not, when not (an argument type that cannot be made up, a run that crashed, ...).",
-    "gradients_checked": "Whether the recorded gradients were checked against finite differences.",
+    "gradients_checked": "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict).",
 }
 
 
@@ -107,6 +107,21 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         card._table(("split", "rows"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
         card._table(("figure", "value"), figures),
     ]
+    grads = stats.get("gradient_check") or {}
+    if grads:
+        constructs = stats.get("adjoint_mismatch_constructs") or {}
+        parts.append(
+            "Backwards of executed rows are checked as the synthetic rows' are (Warp's tape gradient against central "
+            "finite differences on probes, kinks re-probed, never called wrong), on the built kernel itself in "
+            "**float32** (`gradient_check.precision`; tolerance 5e-2): a mined kernel needs its file, so no float64 "
+            "twin is made. Unlike synthetic rows, a mined kernel whose adjoint disagrees is **kept** (it is real code, "
+            "and its backward is what Warp really generates) with `gradient_check.status = \"mismatch\"` and the "
+            "Warp construct responsible in `gradient_check.reason` where known: to train on verified backwards only, "
+            "keep rows with status `verified`. Rows by `gradient_check.status`:\n\n" + card._table(
+                ("status", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(grads.items())]))
+        if constructs:
+            parts.append("Mismatching rows by construct:\n\n" + card._table(
+                ("construct", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(constructs.items(), key=lambda kv: (-kv[1], kv[0]))]))
     if not_run:
         parts.append("Rows not executed, by reason:\n\n" + card._table(
             ("reason", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(not_run.items(), key=lambda kv: (-kv[1], kv[0]))]))
