@@ -90,3 +90,31 @@ def mm(a: wp.array2d(dtype=float), b: wp.array2d(dtype=float), y: wp.array2d(dty
     spec = dataclasses.replace(GOOD["static_loop"], kernel_name="mm", args=args, block_dim=16)
     assert adjoint_hazard(dataclasses.replace(spec, python_source=linear)) is None
     assert "acc" in adjoint_hazard(dataclasses.replace(spec, python_source=nonlinear))
+
+
+def test_values_that_only_decide_comparisons_carry_no_gradient():
+    """A running best of an argmax copied into a threshold: selection only, not a hazard;
+    the same value feeding an output is one."""
+    body = '''import warp as wp
+
+@wp.kernel
+def sel(x: wp.array2d(dtype=float), n: int, idx: wp.array2d(dtype=int), y: wp.array(dtype=float)):
+    i = wp.tid()
+    bound = float(1.0e30)
+    for r in range(idx.shape[1]):
+        best = float(-1.0e30)
+        bi = int(-1)
+        for e in range(n):
+            v = x[i, e]
+            if v < bound and v > best:
+                best = v
+                bi = e
+        idx[i, r] = bi
+        bound = best
+    y[i] = wp.sin(x[i, idx[i, 0]])
+'''
+    args = (arr("x", (4, 8)), scalar("n", "int32", 8), arr("idx", (4, 2), "out", dtype="int32"), arr("y", (4,), "out"))
+    spec = dataclasses.replace(GOOD["static_loop"], python_source=body, kernel_name="sel", args=args)
+    assert adjoint_hazard(spec) is None
+    leaky = body.replace("y[i] = wp.sin(x[i, idx[i, 0]])", "y[i] = wp.sin(bound)")
+    assert adjoint_hazard(dataclasses.replace(spec, python_source=leaky))

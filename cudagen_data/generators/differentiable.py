@@ -150,6 +150,7 @@ class _Body:
         self.ints = _int_names(fn)
         self.params = {a.arg for a in fn.args.args}
         self.parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+        self.selection_only = _selection_only(fn, self.parents)
         return self.block(fn.body, written=set(), component_writes={}, in_dynamic_loop=False)
 
     def block(self, stmts: list[ast.stmt], written: set[str], component_writes: dict[str, int], in_dynamic_loop: bool) -> str | None:
@@ -229,6 +230,8 @@ def _int_names(fn: ast.FunctionDef) -> set[str]:
         if isinstance(v, ast.Name):
             return v.id in ints
         if isinstance(v, ast.Call):
+            if _name(v.func) in ("min", "max", "abs", "clamp"):
+                return bool(v.args) and all(int_like(a) for a in v.args)
             return _name(v.func) in ("int", "int32", "int64", "uint32", "tid")
         if isinstance(v, ast.BinOp):
             return not isinstance(v.op, ast.Div) and int_like(v.left) and int_like(v.right)
@@ -246,18 +249,39 @@ def _int_names(fn: ast.FunctionDef) -> set[str]:
     return ints
 
 
-def _only_compared(name: str, nodes: list[ast.AST], parents: dict) -> bool:
-    """True if every read of ``name`` in ``nodes`` is inside a comparison (a selection:
-    its value never reaches a result)."""
-    for root in nodes:
-        for n in ast.walk(root):
-            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
-                p = parents.get(n)
-                while p is not None and not isinstance(p, (ast.Compare, ast.stmt)):
-                    p = parents.get(p)
-                if not isinstance(p, ast.Compare):
-                    return False
-    return True
+def _selection_only(fn: ast.FunctionDef, parents: dict) -> set[str]:
+    """Local names whose value only ever decides comparisons (a running best in an argmax,
+    a threshold): read only inside comparisons or copied into other such names, so no
+    gradient flows through them."""
+    names = {t.id for node in ast.walk(fn) for t in _targets(node) if isinstance(t, ast.Name)}
+    reads: dict[str, list[ast.Name]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names:
+            reads.setdefault(n.id, []).append(n)
+
+    def use_of(n: ast.Name) -> tuple[str, str | None]:
+        p = parents.get(n)
+        while p is not None and not isinstance(p, (ast.Compare, ast.stmt)):
+            p = parents.get(p)
+        if isinstance(p, ast.Compare):
+            return "compare", None
+        parent = parents.get(n)
+        if isinstance(parent, ast.Assign) and parent.value is n and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            return "copy", parent.targets[0].id
+        return "value", None
+
+    only = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for name in list(only):
+            for n in reads.get(name, []):
+                kind, target = use_of(n)
+                if kind == "value" or (kind == "copy" and target not in only):
+                    only.discard(name)
+                    changed = True
+                    break
+    return only
 
 
 def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | None:
@@ -276,7 +300,7 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
     accumulated = {node.args[2].id for node in ast.walk(loop) if isinstance(node, ast.Call) and _name(node.func) == "tile_matmul"
                    and len(node.args) >= 3 and isinstance(node.args[2], ast.Name)}
     carried = (assigned | accumulated) - loop_var - body_defined - body.ints  # integers carry no gradient
-    carried = {v for v in carried if not _only_compared(v, [loop, *after], body.parents)}
+    carried -= body.selection_only
     for node in ast.walk(loop):
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = [t.id for t in _targets(node) if isinstance(t, ast.Name) and t.id in carried]
@@ -322,14 +346,15 @@ def _flatten(stmts: list[ast.stmt]):
 
 
 def _defined_first_in(body: list[ast.stmt]) -> set[str]:
-    """Names whose first appearance in the loop body is an assignment (loop-local values)."""
+    """Names whose first appearance in the loop body (nested blocks in order) is an
+    assignment: values local to one iteration."""
     seen_load: set[str] = set()
     defined: set[str] = set()
-    for stmt in body:
+    for stmt in _flatten(body):
         loads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         if isinstance(stmt, ast.AugAssign):
             loads |= {t.id for t in _targets(stmt) if isinstance(t, ast.Name)}
-        stores = {t.id for node in ast.walk(stmt) for t in _targets(node) if isinstance(t, ast.Name)}
+        stores = {t.id for t in _targets(stmt) if isinstance(t, ast.Name)}
         seen_load |= loads - defined
         defined |= stores - seen_load
     return defined

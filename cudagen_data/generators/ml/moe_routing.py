@@ -84,7 +84,9 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         prev = names("prev", "last", "bound")
         if selection == "threshold":
             code(f"{prev} = {ft.cast('1.0e30')}")
-        with loop(code, s_, "0", nk, "range"):
+        # bounded by the index array's width (= k, known only at run time): the selection
+        # carries no gradient, so it needs no unrolling (which would copy it k times)
+        with loop(code, s_, "0", f"{idx}.shape[1]", "range"):
             code(f"{best} = {ft.cast('-1.0e30')}", f"{bi} = int(-1)")
             with loop(code, e_, "0", ne, choice(rng, ["range", "range2"])):
                 v = names("v", "cand", "lv")
