@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -40,7 +41,10 @@ class InlineExecutor:
         pass
 
 
-def _worker_init() -> None:
+def _worker_init(parent_pid: int) -> None:
+    from .orphans import die_with_parent
+
+    die_with_parent(parent_pid)  # a parent killed with -9 must not leave workers behind
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .. import warp_boundary
@@ -55,6 +59,7 @@ class ProcessExecutor:
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
+            initargs=(os.getpid(),),
             max_tasks_per_child=max_tasks_per_child,
         )
 

@@ -1,0 +1,90 @@
+"""No worker outlives a producer killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie holds no memory and runs nothing
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _workers_busy(pid: int) -> set[int]:
+    """The producer's worker processes once at least two are running Python with Warp."""
+    workers = set()
+    for child in _descendants(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"multiprocessing" in cmdline and b"spawn_main" in cmdline:
+            workers.add(child)
+    return workers
+
+
+def test_workers_die_with_a_killed_producer(tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, "-m", "cudagen_data.cli", "produce", "--count", "3000", "--workers", "2", "--output", str(tmp_path / "out"), "--no-progress"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    everything: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < 2:
+            assert proc.poll() is None, "the producer ended before its workers started"
+            time.sleep(0.2)
+            workers = _workers_busy(proc.pid)
+        assert len(workers) >= 2, "no workers appeared"
+        time.sleep(3.0)  # let them get into real work (codegen, compiles)
+        everything = _descendants(proc.pid)
+        assert workers <= everything
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(p) for p in everything):
+            time.sleep(0.1)
+        survivors = sorted(p for p in everything if _alive(p))
+        assert not survivors, f"processes outlived the killed producer: {survivors}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in everything:  # a failed run must not leave its orphans behind either
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
