@@ -42,10 +42,10 @@ def batch_translation_unit(kernels: Sequence[ExtractedKernel]) -> str:
     return "\n".join(parts)
 
 
-def compile_units(
-    kernels: Sequence[ExtractedKernel], *, arch: int = DEFAULT_ARCH, opt_level: int = DEFAULT_OPT_LEVEL
-) -> list[CompileResult]:
-    """Compile kernels batched, bisecting failures; one result per kernel, in order."""
+def compile_units(kernels: Sequence[ExtractedKernel], *, arch: int = DEFAULT_ARCH, level: str = "ptx") -> list[CompileResult]:
+    """Compile kernels batched at ``level`` (extract/levels.py), bisecting failures; one
+    result per kernel, in order."""
+    from .levels import compile_check
     results: list[CompileResult | None] = [None] * len(kernels)
     # Identical kernels share a result (two copies would also clash as extern "C" symbols).
     unique: dict[str, list[int]] = {}
@@ -58,9 +58,9 @@ def compile_units(
     def attempt(idx: Sequence[int]) -> list[CompileResult] | None:
         t0 = time.perf_counter()
         if len(idx) == 1:
-            ok, log = nvrtc_compile(kernels[idx[0]].translation_unit(), arch=arch, opt_level=opt_level)
+            ok, log = compile_check(kernels[idx[0]].translation_unit(), arch=arch, level=level)
         else:
-            ok, log = nvrtc_compile(batch_translation_unit([kernels[i] for i in idx]), arch=arch, opt_level=opt_level)
+            ok, log = compile_check(batch_translation_unit([kernels[i] for i in idx]), arch=arch, level=level)
         if not ok and len(idx) > 1:
             return None  # bisect: only the kernels that fail alone are rejected
         ms = (time.perf_counter() - t0) * 1000.0 / len(idx)
