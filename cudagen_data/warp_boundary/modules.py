@@ -10,6 +10,11 @@ from pathlib import Path
 from .runtime import captured_stderr, clear_private_cache, loaded_source, release_module, unregister_kernel, warp
 
 _batch_counter = 0
+# Warp calls clang's cc1 directly, so two things the clang driver turns off in release
+# builds stay on for our CPU check builds: verifying the LLVM IR after every pass and
+# keeping IR value names.  Neither changes the machine code; together they are ~20% of a
+# CPU module build (tests/test_cpu_build.py: same outputs and gradients, bit for bit).
+CPU_CHECK_FLAGS = "-disable-llvm-verifier -discard-value-names"
 
 
 class BatchModule:
@@ -21,12 +26,14 @@ class BatchModule:
 
     def __init__(self, stack: contextlib.ExitStack, optimization_level: int):
         global _batch_counter
-        warp()
+        wp = warp()
         from warp._src.context import Module
 
         _batch_counter += 1
         self.module = Module(f"cudagen_batch_{_batch_counter}", None)
         self.module.options["optimization_level"] = optimization_level
+        if CPU_CHECK_FLAGS:  # the module option replaces Warp's global flags: keep them
+            self.module.options["cpu_compiler_flags"] = f"{wp.config.cpu_compiler_flags or '-march=native'} {CPU_CHECK_FLAGS}"
         self._stack = stack
 
     def add(self, source: str, kernel_name: str, *, backward: bool = True) -> tuple[object | None, str]:
