@@ -13,15 +13,23 @@ notices that its pool is gone: it lives on with parent pid 1, holding hundreds o
 
 The parent may also die between starting a worker and the worker's call to prctl;
 both paths compare against the pid the parent passed, so that case is caught too.
+
+A killed worker runs no clean-up either, and Warp leaves a temporary folder per worker
+(its precompiled CPU header, ~5 MB) besides our kernel cache.  ``use_private_tmp``
+puts every temporary file of a worker under one folder named with its pid, and
+removes the folders of workers that are gone.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 PR_SET_PDEATHSIG = 1
@@ -43,3 +51,31 @@ def _watch(parent_pid: int) -> None:
     while not event.wait(POLL_SECONDS):
         if os.getppid() != parent_pid:
             os._exit(1)
+
+
+TMP_PREFIX = "cudagen-worker-"
+
+
+def use_private_tmp() -> str:
+    """Send this process's temporary files (``tempfile``) to a folder of its own, removed
+    at exit; first remove such folders left by processes that no longer exist."""
+    root = tempfile.gettempdir()
+    for entry in os.scandir(root):
+        if entry.name.startswith(TMP_PREFIX) and entry.is_dir(follow_symlinks=False):
+            pid = entry.name[len(TMP_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and not _running(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    private = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=root)
+    tempfile.tempdir = private
+    atexit.register(shutil.rmtree, private, True)
+    return private
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed worker whose new parent does
+    not reap it stays one)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -14,6 +14,7 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -42,9 +43,11 @@ class InlineExecutor:
 
 
 def _worker_init(parent_pid: int) -> None:
-    from .orphans import die_with_parent
+    from .orphans import die_with_parent, use_private_tmp
 
     die_with_parent(parent_pid)  # a parent killed with -9 must not leave workers behind
+    if sys.platform.startswith("linux"):
+        use_private_tmp()  # nor their temporary files (Warp's precompiled header, kernel cache)
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .. import warp_boundary
