@@ -17,6 +17,7 @@ What a dataset records about its level (``compiler_record``) holds no machine pa
 
 from __future__ import annotations
 
+from .. import warp_boundary
 from . import frontend
 
 COMPILE_LEVELS = ("frontend", "ptx")
@@ -34,9 +35,7 @@ def compile_check(cuda_source: str, *, arch: int, level: str) -> tuple[bool, str
     """(ok, log) of one translation unit at ``level``."""
     if check_level(level) == "frontend":
         return frontend.frontend_check(cuda_source, arch=arch)
-    from .nvrtc import nvrtc_compile
-
-    return nvrtc_compile(cuda_source, arch=arch)
+    return warp_boundary.nvrtc_compile(cuda_source, warp_boundary.NvrtcOptions(arch=arch))
 
 
 def compiler_record(arch: int, level: str) -> dict:

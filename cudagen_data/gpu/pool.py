@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +48,12 @@ OnStage = Callable[[str, list], None]  # (stage, outcomes)
 OnCrash = Callable[[list[Item], str, str], None]  # (items, stage, why): the stage those rows lost
 
 
-def _worker_main(conn, device: str) -> None:
+def _worker_main(conn, device: str, parent_pid: int) -> None:
+    from ..pipeline.orphans import die_with_parent, use_private_tmp
+
+    die_with_parent(parent_pid)  # a parent killed with -9 must not leave workers behind
+    if sys.platform.startswith("linux"):
+        use_private_tmp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from .. import warp_boundary
     from .worker import CONTEXT_LOST, process_chunk
@@ -70,7 +76,7 @@ def _worker_main(conn, device: str) -> None:
 class _Worker:
     def __init__(self, ctx, device: str):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, device), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, device, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.chunk: Chunk | None = None
