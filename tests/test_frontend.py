@@ -52,10 +52,8 @@ def test_options_are_warps_own(capfd, kernel, monkeypatch):
     printed = capfd.readouterr().out.split("NVRTC options:\n", 1)[1].splitlines()
     warp_opts = [ln for ln in printed if ln.startswith("-")]
     include_dir = frontend.warp_include_dir()
-    assert warp_opts == frontend.warp_options(86, include_dir=include_dir, precompiled_headers=False)
-    # the check: Warp's options with Warp's default precompiled headers, syntax only
-    with_pch = warp_opts[:2] + ["-pch"] + warp_opts[2:]
-    assert frontend_options(86) == with_pch + ["--fdevice-syntax-only"]
+    assert warp_opts == frontend.warp_options(86, include_dir=include_dir)
+    assert frontend_options(86) == warp_opts + ["--fdevice-syntax-only"]
 
 
 def test_good_kernel_passes_and_info_is_recorded(kernel):
@@ -120,3 +118,15 @@ def test_unknown_warp_version_is_a_clear_error(monkeypatch):
 def test_unsupported_arch_is_a_clear_error(kernel):
     with pytest.raises(ValueError, match="arch 12 is not supported by NVRTC 13.4.92"):
         frontend_check(kernel.translation_unit(), arch=12)
+
+
+def test_check_leaves_no_files_behind(kernel):
+    # NVRTC's automatic precompiled headers (-pch) would leave ~76 MB per process in /tmp
+    import glob
+
+    for _ in range(2):
+        assert frontend_check(kernel.translation_unit(), arch=86)[0]
+    bad = dataclasses.replace(kernel, forward=kernel.forward.replace("{", "{ this_is_not_cuda;", 1))
+    ok, log = frontend_check(bad.translation_unit(), arch=86)
+    assert not ok and log.splitlines()[0].startswith("cudagen.cu(") and "precompiled" not in log
+    assert not glob.glob(f"/tmp/__nvrtc_auto_pch_{os.getpid()}_*")

@@ -56,14 +56,15 @@ class NvrtcInfo:
     options: tuple[str, ...]  # for the arch asked; the include path is Warp's native folder
 
 
-def warp_options(arch: int, *, include_dir: str, opt_level: int = WARP_OPT_LEVEL, precompiled_headers: bool = True) -> list[str]:
+def warp_options(arch: int, *, include_dir: str, opt_level: int = WARP_OPT_LEVEL, precompiled_headers: bool = False) -> list[str]:
     """Warp 1.19's NVRTC options for a CUDA module (wp_cuda_compile_program and
     append_common_nvrtc_compile_options in warp/native/warp.cu: CUBIN output, not debug,
     no verify_fp, no fast math, fused multiply-add, no line info, mathdx built in).
 
-    ``precompiled_headers`` (``-pch``, Warp's default ``wp.config.use_precompiled_headers``)
-    keeps the parsed preamble in memory for the next unit: a one-kernel unit, as bisection
-    makes, is checked in ~80 ms instead of ~550 ms.  It changes no verdict and no log."""
+    ``precompiled_headers`` (``-pch``, Warp's ``wp.config.use_precompiled_headers``) is off:
+    it would check a one-kernel unit in ~80 ms instead of ~550 ms, but NVRTC 13 writes a
+    ~76 MB header file per process and preamble into /tmp/__nvrtc_auto_pch_<pid>_<n>/,
+    never removes it, and names it in the compile log."""
     ofast = {0: "mid", 1: "mid", 2: "min"}.get(opt_level, "0")  # NVRTC 13.1+ maps level 0 to "mid" too
     return [
         f"--gpu-architecture=sm_{arch}",
