@@ -161,7 +161,7 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
         "python_hash": python_hash,
         "shape_hash": shape_hash or _h64(f"shape-{template}-{index % 23}"),
         "cuda_hash": _h64(forward + backward),
-        "compile": {"arch": ARCH, "status": "ok", "time_ms": round(rng.uniform(15, 40), 3)},
+        "compile": {"arch": ARCH, "level": "frontend", "nvrtc_version": "13.4.92", "status": "ok", "time_ms": round(rng.uniform(15, 40), 3)},
         "warp_version": WARP_VERSION,
         "generator_version": GENERATOR_VERSION,
         "gradient_check": (

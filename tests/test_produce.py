@@ -51,7 +51,7 @@ def _outcome(slot, cat, py, cu, shape="0" * 16):
     row = Row(id=py, kernel_name=f"k{slot}", category=cat, python_source="", cuda_forward="", cuda_backward="",
               metadata=Metadata("cuda", True, 3, 5, 0.0, 0, 0, slot), difficulty="basic", features=[], device_functions="",
               preamble_hash="", arg_specs="[]", launch_dim=[1], block_dim=None, test_vectors="", python_hash=py,
-              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(86, "ok", 0.0), warp_version="", generator_version="",
+              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(arch=86, level="frontend", nvrtc_version="13.4.92", status="ok", time_ms=0.0), warp_version="", generator_version="",
               gradient_check=GradientCheckInfo("verified", "", "float64", 4, 0.0))
     return SlotOutcome(slot, cat, row=row)
 

@@ -55,6 +55,7 @@ class Manifest:
     command: str
     preambles: dict[str, str]
     files: list[FileEntry] = field(default_factory=list)
+    compiler: dict = field(default_factory=dict)  # extract/levels.compiler_record; {} with --fast
     format: str = MANIFEST_FORMAT
     schema_version: int = SCHEMA_VERSION
     real: dict | None = None  # the "real" configuration's command and versions (cudagen mine)
@@ -66,6 +67,7 @@ class Manifest:
             "schema_version": self.schema_version,
             "config": self.config,
             "versions": self.versions,
+            "compiler": self.compiler,
             "command": self.command,
             "preambles": self.preambles,
             "files": [f.to_dict() for f in self.files],
@@ -94,6 +96,7 @@ class Manifest:
             command=data.get("command", ""),
             preambles=preambles,
             files=files,
+            compiler=data.get("compiler") or {},
             format=data["format"],
             schema_version=data.get("schema_version", SCHEMA_VERSION),
             real=data.get("real"),

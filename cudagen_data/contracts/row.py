@@ -53,6 +53,13 @@ class Metadata:
 @dataclass
 class CompileInfo:
     arch: int = column(pa.int32(), "NVRTC target architecture the CUDA was compiled for (e.g. 86 = `sm_86`).")
+    level: str = column(
+        pa.string(),
+        "How far NVRTC took the kernel: `frontend` (parsing, semantic analysis, template instantiation: "
+        "Warp's options plus `--fdevice-syntax-only`) or `ptx` (Warp's full optimizing compile to machine code); "
+        "`none` with `--fast`.",
+    )
+    nvrtc_version: str = column(pa.string(), "NVRTC version of the check (the one Warp bundles); the options are in `manifest.json` → `compiler`.")
     status: str = column(pa.string(), "Compile result: `ok` (every published row compiled), `skipped` with `--fast`.")
     time_ms: float = column(pa.float64(), "Wall-clock NVRTC compile time attributed to this kernel.")
 

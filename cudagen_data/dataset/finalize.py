@@ -20,6 +20,7 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int 
 
     ``command`` (default: the command that reproduces ``config``) is what the manifest
     records; ``shard_rows`` is the rows per Parquet file."""
+    from ..extract.levels import compiler_record
     from ..pipeline.config import command_line, versions
     from ..publish.card import render_card, split_num_bytes
 
@@ -43,6 +44,7 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int 
         command=command if command is not None else command_line(config),
         preambles=dict(sorted(state.preambles.items())),
         files=files,
+        compiler={} if config.fast else compiler_record(config.arch, config.compile_level),
     ).to_dict()
     store.write_json(folder.path("stats.json"), stats)
     store.write_json(folder.path("manifest.json"), manifest)

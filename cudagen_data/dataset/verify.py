@@ -8,9 +8,11 @@ compared with the recorded ones.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
 from . import store
 from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_ROW_SCHEMA, ROW_SCHEMA
 from ..extract import ExtractedKernel, compile_units, extract_source
+from ..extract.levels import COMPILE_LEVELS
+from ..pipeline.pool import WorkerLost, make_executor, run_isolated
 from ..spec import ArgSpec, KernelSpec
 from ..contracts.test_vectors import TestVectors
 from ..execution import execute_specs, forward_only_reason
@@ -51,6 +55,13 @@ class ValidationReport:
     @property
     def ok(self) -> bool:
         return not self.failures and not self.file_problems and self.rows > 0
+
+    def merge(self, other: ValidationReport) -> None:
+        self.rows += other.rows
+        self.by_category.update(other.by_category)
+        self.failures += other.failures
+        self.file_problems += other.file_problems
+        self.checks_run.update(other.checks_run)
 
 
 def row_to_spec(row: dict) -> KernelSpec:
@@ -89,12 +100,13 @@ def check_schema(row: dict) -> list[str]:
 def check_hashes(row: dict) -> list[str]:
     problems = []
     src = row["python_source"]
-    if canonical.python_hash(src) != row["python_hash"]:
+    python_hash, shape_hash = canonical.canonical_hashes(src)  # one parse for both
+    if python_hash != row["python_hash"]:
         problems.append("python_hash does not match python_source")
     real = "provenance" in row  # a mined kernel: its id adds the overload; its shape is its def's
     if row["id"] != row["python_hash"] and not (real and row["id"].startswith(row["python_hash"] + "-")):
         problems.append("id is not the python hash")
-    if (canonical.kernel_shape_hash(src) if real else canonical.shape_hash(src)) != row["shape_hash"]:
+    if (canonical.kernel_shape_hash(src) if real else shape_hash) != row["shape_hash"]:
         problems.append("shape_hash does not match python_source")
     if canonical.cuda_hash(row["cuda_forward"], row["cuda_backward"]) != row["cuda_hash"]:
         problems.append("cuda_hash does not match cuda_forward + cuda_backward")
@@ -163,21 +175,51 @@ def validate_rows(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     progress=None,
+    workers: int = 0,
+    total: int | None = None,
 ) -> None:
-    """Check rows (in chunks: compiled and executed together) into ``report``."""
-    chunk: list[tuple[str, dict]] = []
-    for item in located_rows:
-        chunk.append(item)
-        if len(chunk) == CHUNK:
-            _validate_chunk(chunk, preambles, report, arch, rtol, atol)
-            if progress is not None:
-                progress.update(len(chunk))
-            chunk = []
-    if chunk:
-        _validate_chunk(chunk, preambles, report, arch, rtol, atol)
+    """Check rows into ``report``, in chunks that are compiled and executed together.
+
+    ``workers`` processes check chunks side by side (0: all in this process), with the
+    producer's worker pool; results are merged in row order, so the report does not
+    depend on the number of workers.  A row that crashes a worker is found by bisection
+    and fails alone.  ``total`` (rows expected) sizes the chunks so every worker has work.
+    """
+    executor = make_executor(workers)
+    window = max(1, 2 * executor.workers)
+    pending: deque[tuple[list, dict, Future]] = deque()
+
+    def submit(chunk: list) -> None:
+        needed = {h: preambles[h] for h in {row.get("preamble_hash") for _, row in chunk} if h in preambles}
+        pending.append((chunk, needed, executor.submit(check_rows, needed, arch, rtol, atol, chunk)))
+
+    def take() -> None:
+        nonlocal executor
+        chunk, needed, future = pending.popleft()
+        try:
+            parts = future.result()
+        except WorkerLost:
+            # A row crashed a worker (every future of the pool is lost): find it alone, then
+            # go on with a new pool.
+            executor.close(kill=True)
+            parts = run_isolated(check_rows, chunk, _crashed, needed, arch, rtol, atol)
+            executor = make_executor(workers)
+            for _ in range(len(pending)):
+                submit(pending.popleft()[0])
+        for part in parts:
+            report.merge(part)
         if progress is not None:
             progress.update(len(chunk))
 
+    try:
+        for chunk in _chunks(located_rows, chunk_sizes(total, executor.workers)):
+            submit(chunk)
+            while len(pending) >= window:
+                take()
+        while pending:
+            take()
+    finally:
+        executor.close(kill=True)
 
 def check_gradient_declaration(row: dict) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
@@ -205,129 +247,174 @@ def check_gradient_declaration(row: dict) -> list[str]:
     return []
 
 
-def _validate_chunk(chunk, preambles, report: ValidationReport, arch, rtol, atol) -> None:
-    def fail(where, row, check, message):
-        report.failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message))
+FIRST_CHUNK = 10  # the first chunks are small: the progress bar moves within seconds
+
+
+def chunk_sizes(total: int | None, workers: int) -> Iterator[int]:
+    """Rows per chunk: a few small ones first, then CHUNK, or less when ``total`` rows would
+    leave a worker idle."""
+    size = CHUNK if total is None else max(FIRST_CHUNK, min(CHUNK, -(-total // (3 * max(1, workers)))))
+    for _ in range(max(1, workers)):
+        yield min(FIRST_CHUNK, size)
+    while True:
+        yield size
+
+
+def _chunks(located_rows: Iterable[tuple[str, dict]], sizes: Iterator[int]) -> Iterator[list]:
+    chunk: list = []
+    size = next(sizes)
+    for item in located_rows:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk, size = [], next(sizes)
+    if chunk:
+        yield chunk
+
+
+def _crashed(item: tuple[str, dict]) -> ValidationReport:
+    where, row = item
+    part = ValidationReport(rows=1)
+    part.by_category[row.get("category", "?")] += 1
+    part.failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), "crash", "the worker process died checking this row alone"))
+    return part
+
+
+def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: float, chunk: list[tuple[str, dict]]) -> list[ValidationReport]:
+    """Check a chunk of (location, row); one report per row, in order (what a worker runs)."""
+    reports = [ValidationReport(rows=1) for _ in chunk]
+
+    def fail(i, check, message):
+        where, row = chunk[i]
+        reports[i].failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message))
 
     runnable = []
-    for where, row in chunk:
-        report.rows += 1
-        report.by_category[row.get("category", "?")] += 1
+    for i, (where, row) in enumerate(chunk):
+        reports[i].by_category[row.get("category", "?")] += 1
         if "__unreadable__" in row:
-            fail(where, row, "schema", "not a JSON line")
+            fail(i, "schema", "not a JSON line")
             continue
         problems = check_schema(row)
-        report.checks_run["schema"] += 1
+        reports[i].checks_run["schema"] += 1
         if problems:
             for p in problems:
-                fail(where, row, "schema", p)
+                fail(i, "schema", p)
             continue
         for check, fn in (("hashes", check_hashes), ("cuda_structure", check_cuda_structure)):
-            report.checks_run[check] += 1
+            reports[i].checks_run[check] += 1
             for p in fn(row):
-                fail(where, row, check, p)
+                fail(i, check, p)
+        level = row["compile"].get("level") or "ptx"  # rows made before levels: the full compile
+        if row["compile"]["status"] == "ok" and level not in COMPILE_LEVELS:
+            fail(i, "nvrtc", f"unknown compile level {level!r}")
+            continue
         preamble = preambles.get(row["preamble_hash"])
         if preamble is None:
             # A lone file: regenerate the preamble from the source itself.
             rep = extract_source(row["python_source"], block_dim=row["block_dim"] or 256)
             preamble = rep.kernels[0].preamble if rep.kernels else None
             if preamble is None or canonical.text_hash(preamble) != row["preamble_hash"]:
-                fail(where, row, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
+                fail(i, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
                 continue
-        report.checks_run["gradient_declaration"] += 1
+        reports[i].checks_run["gradient_declaration"] += 1
         for p in check_gradient_declaration(row):
-            fail(where, row, "gradient_check", p)
-        runnable.append((where, row, preamble))
+            fail(i, "gradient_check", p)
+        runnable.append((i, row, preamble, level))
 
-    kernels = [
-        ExtractedKernel(r["kernel_name"], "", 0, pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], r["block_dim"] or 256)
-        for _, r, pre in runnable
-    ]
-    compiled = compile_units(kernels, arch=arch or (runnable[0][1]["compile"]["arch"] if runnable else 86)) if kernels else []
-    report.checks_run["nvrtc"] += len(compiled)
-    to_run = []
-    for (where, row, _), res in zip(runnable, compiled):
-        if row["compile"]["status"] == "ok" and not res.ok:
-            fail(where, row, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
-        if row["test_vectors"]:
-            to_run.append((where, row))
-    if not to_run:
-        return
-    real_rows = [(where, row) for where, row in to_run if "provenance" in row]
-    to_run = [(where, row) for where, row in to_run if "provenance" not in row]
-    if real_rows:
-        _rerun_real(real_rows, report, fail, rtol, atol)
+    # each row is re-checked at its own level and arch (a row skipped by --fast is not)
+    groups: dict[tuple[int, str], list] = {}
+    for i, row, preamble, level in runnable:
+        if row["compile"]["status"] == "ok":
+            groups.setdefault((arch or row["compile"]["arch"], level), []).append((i, row, preamble))
+    for (group_arch, level), members in groups.items():
+        kernels = [
+            ExtractedKernel(r["kernel_name"], "", 0, pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], r["block_dim"] or 256)
+            for _, r, pre in members
+        ]
+        for (i, _, _), res in zip(members, compile_units(kernels, arch=group_arch, level=level)):
+            reports[i].checks_run[f"nvrtc_{level}"] += 1
+            if not res.ok:
+                fail(i, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
+
+    real = [i for i, row, _, _ in runnable if row["test_vectors"] and "provenance" in row]
+    if real:
+        _rerun_real(real, chunk, reports, fail, rtol, atol)
     specs, given, recorded = [], [], []
-    for where, row in to_run:
+    for i, row, _, _ in runnable:
+        if not row["test_vectors"] or "provenance" in row:
+            continue
         try:
             inputs, outputs, out_grads, in_grads = recorded_run(row)
             specs.append(row_to_spec(row))
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
-            fail(where, row, "test_vectors", f"unreadable test vectors: {exc}")
+            fail(i, "test_vectors", f"unreadable test vectors: {exc}")
             continue
         given.append((inputs, out_grads))
-        recorded.append((where, row, outputs, in_grads))
+        recorded.append((i, outputs, in_grads))
     if not specs:
-        return
+        return reports
     runs = execute_specs(specs, reference_checks={}, given=given)
-    report.checks_run["cpu_execution"] += len(runs)
-    for (where, row, outputs, in_grads), run in zip(recorded, runs):
+    for (i, outputs, in_grads), run in zip(recorded, runs):
+        reports[i].checks_run["cpu_execution"] += 1
         if not run.ok:
-            fail(where, row, "cpu_execution", f"{run.reason}: {run.detail}")
+            fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
             continue
         for kind, want, got in (("output", outputs, run.outputs), ("input gradient", in_grads, run.input_grads)):
             for name, expected in want.items():
                 if name not in got:
-                    fail(where, row, "cpu_execution", f"{kind} {name!r} was not produced")
+                    fail(i, "cpu_execution", f"{kind} {name!r} was not produced")
                     continue
                 err = max_error_beyond(got[name], expected, rtol, atol)
                 if err is not None:
-                    fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+                    fail(i, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
     # The gradient check again, from scratch, where the row says its backward is verified.
-    verified = [(spec, point, where, row) for spec, point, (where, row, _, _) in zip(specs, given, recorded)
-                if row["gradient_check"]["status"] == "verified"]
+    verified = [(spec, point, i) for spec, point, (i, _, _) in zip(specs, given, recorded) if chunk[i][1]["gradient_check"]["status"] == "verified"]
     if verified:
         from ..gradcheck import Point, check_gradients, summary_reason
 
         checks = check_gradients([v[0] for v in verified], [Point(*v[1]) for v in verified])
-        report.checks_run["gradient_check"] += len(checks)
-        for (_, _, where, row), check in zip(verified, checks):
+        for (_, _, i), check in zip(verified, checks):
+            reports[i].checks_run["gradient_check"] += 1
             if check.status != "verified":
-                fail(where, row, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
+                fail(i, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
+    return reports
 
 
-def _rerun_real(located: list[tuple[str, dict]], report: ValidationReport, fail, rtol: float, atol: float) -> None:
-    """Mined rows: found again through their provenance and re-run on their test vectors."""
+def _rerun_real(located: list[int], chunk: list[tuple[str, dict]], reports: list[ValidationReport], fail, rtol: float, atol: float) -> None:
+    """Mined rows (indices into ``chunk``): found again through their provenance and re-run
+    on their test vectors."""
     from ..mine.recheck import rerun_rows
 
-    reruns = rerun_rows([row for _, row in located])
-    for (where, row), rerun in zip(located, reruns):
+    reruns = rerun_rows([chunk[i][1] for i in located])
+    for i, rerun in zip(located, reruns):
+        row = chunk[i][1]
         if rerun.skipped:
-            report.checks_run["cpu_execution_skipped"] += 1
+            reports[i].checks_run["cpu_execution_skipped"] += 1
             continue
-        report.checks_run["cpu_execution"] += 1
+        reports[i].checks_run["cpu_execution"] += 1
         if rerun.error:
-            fail(where, row, "cpu_execution", rerun.error)
+            fail(i, "cpu_execution", rerun.error)
             continue
         _, outputs, _, in_grads = recorded_run(row)
         for kind, want, got in (("output", outputs, rerun.outputs), ("input gradient", in_grads, rerun.input_grads)):
             for name, expected in want.items():
                 if name not in got:
-                    fail(where, row, "cpu_execution", f"{kind} {name!r} was not produced")
+                    fail(i, "cpu_execution", f"{kind} {name!r} was not produced")
                     continue
                 err = max_error_beyond(got[name], expected, rtol, atol)
                 if err is not None:
-                    fail(where, row, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+                    fail(i, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
         recorded_status = row["gradient_check"]["status"]
         if rerun.gradient_check is not None:
-            report.checks_run["gradient_check"] += 1
+            reports[i].checks_run["gradient_check"] += 1
             if rerun.gradient_check["status"] != recorded_status:
-                fail(where, row, "gradient_check", f"recorded {recorded_status}, re-check says "
+                fail(i, "gradient_check", f"recorded {recorded_status}, re-check says "
                      f"{rerun.gradient_check['status']}: {rerun.gradient_check['reason']}")
 
 
-def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False) -> ValidationReport:
-    """Validate a dataset folder (against its manifest) or a single .jsonl/.parquet file."""
+def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False, workers: int = 0) -> ValidationReport:
+    """Validate a dataset folder (against its manifest) or a single .jsonl/.parquet file,
+    with ``workers`` processes (0: in this process)."""
     path = Path(path)
     report = ValidationReport()
     preambles: dict[str, str] = {}
@@ -368,9 +455,8 @@ def validate_path(path: str | Path, *, arch: int | None = None, progress: bool =
 
         bar = tqdm(total=total, unit="row", desc="validate", dynamic_ncols=True)
     try:
-        for t in targets:
-            if t.exists():
-                validate_rows(iter_rows_from(t), preambles, report, arch=arch, progress=bar)
+        rows = itertools.chain.from_iterable(iter_rows_from(t) for t in targets if t.exists())
+        validate_rows(rows, preambles, report, arch=arch, progress=bar, workers=workers, total=total)
     finally:
         if bar is not None:
             bar.close()

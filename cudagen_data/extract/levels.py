@@ -17,12 +17,15 @@ What a dataset records about its level (``compiler_record``) holds no machine pa
 
 from __future__ import annotations
 
+import functools
+
 from .. import warp_boundary
 from . import frontend
 
 COMPILE_LEVELS = ("frontend", "ptx")
 DEFAULT_COMPILE_LEVEL = "frontend"
 _RECORDED_INCLUDE_DIR = "<warp>/native"  # Warp's headers, wherever Warp is installed
+DEFAULT_ARCH_FOR_INFO = 86  # any supported arch: the version does not depend on it
 
 
 def check_level(level: str) -> str:
@@ -36,6 +39,14 @@ def compile_check(cuda_source: str, *, arch: int, level: str) -> tuple[bool, str
     if check_level(level) == "frontend":
         return frontend.frontend_check(cuda_source, arch=arch)
     return warp_boundary.nvrtc_compile(cuda_source, warp_boundary.NvrtcOptions(arch=arch))
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version(level: str) -> str:
+    """The NVRTC version a ``level`` check runs (a row records it)."""
+    if check_level(level) == "frontend":
+        return frontend.nvrtc_info(DEFAULT_ARCH_FOR_INFO).version
+    return frontend.required_version()
 
 
 def compiler_record(arch: int, level: str) -> dict:

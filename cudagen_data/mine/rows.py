@@ -15,6 +15,7 @@ import orjson
 import xxhash
 
 from .. import __version__, canonical
+from ..extract.levels import nvrtc_version
 from ..contracts.row import PROVENANCE_TYPE, REAL_ROW_SCHEMA  # noqa: F401 - re-exported
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
@@ -127,7 +128,9 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 "python_hash": python_hash,
                 "shape_hash": shape,
                 "cuda_hash": cuda_hash,
-                "compile": {"arch": k.arch, "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
+                # mined kernels are checked with Warp's full compile (compile_units' default level)
+                "compile": {"arch": k.arch, "level": "ptx" if k.compile_ok else "none", "nvrtc_version": nvrtc_version("ptx") if k.compile_ok else "",
+                            "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
                 "gradient_check": grad,
                 "warp_version": warp_version,
                 "generator_version": __version__,

@@ -17,6 +17,7 @@ import orjson
 from .. import __version__
 from ..dataset.lengths import DEFAULT_MAX_CHARS
 from ..extract import DEFAULT_ARCH
+from ..extract.levels import DEFAULT_COMPILE_LEVEL, check_level
 
 DEFAULT_SPLIT_RATIOS = (0.98, 0.01, 0.01)
 DEFAULT_BATCH_SIZE = 100
@@ -36,8 +37,10 @@ class ProduceConfig:
     batch_size: int = DEFAULT_BATCH_SIZE
     split_ratios: tuple[float, float, float] = DEFAULT_SPLIT_RATIOS
     max_chars: int = DEFAULT_MAX_CHARS  # longer rows (python + forward + backward) are rejected: too_long
+    compile_level: str = DEFAULT_COMPILE_LEVEL  # extract/levels.py; part of the fingerprint
 
     def __post_init__(self) -> None:
+        check_level(self.compile_level)
         if self.count < 1:
             raise ValueError(f"--count must be at least 1 (got {self.count})")
         if not self.categories:
@@ -71,7 +74,8 @@ class ProduceConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ProduceConfig:
-        return cls(**{**d, "categories": tuple(d["categories"]), "split_ratios": tuple(d["split_ratios"])})
+        # folders made before compile levels existed were checked with the full compile
+        return cls(**{"compile_level": "ptx", **d, "categories": tuple(d["categories"]), "split_ratios": tuple(d["split_ratios"])})
 
 
 def versions() -> dict[str, str]:
@@ -103,4 +107,6 @@ def command_line(config: ProduceConfig) -> str:
         parts.append(f"--max-chars {config.max_chars}")
     if config.fast:
         parts.append("--fast")
+    elif config.compile_level != DEFAULT_COMPILE_LEVEL:
+        parts.append(f"--compile {config.compile_level}")
     return " ".join(parts)

@@ -58,10 +58,22 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
     return state, True, ([] if state.complete else folder.start(state))
 
 
+def check_compiler(config: ProduceConfig) -> None:
+    """Fail in one line, before any work, if the compile check cannot run (a missing or
+    mismatched standalone NVRTC for ``--compile frontend``)."""
+    from ..extract.frontend import NvrtcUnavailable
+    from ..extract.levels import compiler_record
+
+    try:
+        compiler_record(config.arch, config.compile_level)
+    except NvrtcUnavailable as exc:
+        raise ProduceError(str(exc)) from None
+
+
 def _describe(fp: str) -> str:
     d = orjson.loads(fp)
     c = d["config"]
-    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} fast={c['fast']} batch_size={c['batch_size']} warp={d['versions']['warp']} generator={d['versions']['generator']}"
+    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} compile={c.get('compile_level', 'ptx')} fast={c['fast']} batch_size={c['batch_size']} warp={d['versions']['warp']} generator={d['versions']['generator']}"
 
 
 class BatchWriter:
@@ -105,6 +117,8 @@ def produce(
     on_batch: Callable[[BatchResult], None] | None = None,
 ) -> ProduceResult:
     """Make (or finish) the dataset of ``config`` in ``output``.  Safe to kill at any time."""
+    if not config.fast:
+        check_compiler(config)
     folder = DatasetFolder(output)
     folder.root.mkdir(parents=True, exist_ok=True)
     try:

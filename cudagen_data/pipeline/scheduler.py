@@ -43,6 +43,16 @@ def plan_parts(config: ProduceConfig, workers: int) -> int:
     return max(1, min(4, -(-6 * workers // batches), config.batch_size))
 
 
+FIRST_PART_SLOTS = 10  # the first batch of a run is cut this fine: the progress bar moves within seconds
+
+
+def first_batch_parts(config: ProduceConfig, parts: int) -> int:
+    """Parts of the first batch a run starts: small ones, so that the first results (and the
+    progress bar) come after seconds, not after a whole part of a batch.  Like any cut,
+    it changes the speed, never the rows."""
+    return max(parts, -(-config.batch_size // FIRST_PART_SLOTS))
+
+
 def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
     slots = config.batch_slots(batch)
     bounds = [slots.start + len(slots) * i // parts for i in range(parts + 1)]
@@ -62,6 +72,7 @@ class Scheduler:
         self.queued: deque[tuple[int, range]] = deque()  # parts of started batches not yet submitted
         self.inflight: Counter = Counter()  # category -> slots submitted and not yet consumed
         self.next_batch = next_batch
+        self.first_batch = next_batch
 
     def full(self, category: str) -> bool:
         return self.accepted(category) >= self.config.quota(category)
@@ -80,7 +91,8 @@ class Scheduler:
             if not self.queued:
                 if self.next_batch >= self.max_batches:
                     return
-                self.queued.extend((self.next_batch, r) for r in part_ranges(config, self.next_batch, self.parts))
+                parts = first_batch_parts(config, self.parts) if self.next_batch == self.first_batch else self.parts
+                self.queued.extend((self.next_batch, r) for r in part_ranges(config, self.next_batch, parts))
                 self.next_batch += 1
             skip = frozenset(c for c in config.categories if self._predicted_full(c))
             if len(skip) == len(config.categories):

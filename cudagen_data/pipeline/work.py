@@ -22,6 +22,7 @@ from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Row
 from ..contracts.stats import WORKER_STAGES
 from ..contracts.test_vectors import TestVectors
 from ..extract import ExtractedKernel
+from ..extract.levels import nvrtc_version
 from ..generators import GENERATOR_VERSION
 from ..spec import KernelSpec
 from ..execution import forward_only_reason
@@ -52,7 +53,7 @@ def worker_stages(config: ProduceConfig) -> list[Stage]:
     """The stages a worker runs, in order (``--fast``: generate and extract only)."""
     stages: list[Stage] = [GenerateStage(config.seed), ExtractStage(config.arch, config.max_chars)]
     if not config.fast:
-        stages += [CompileStage(config.arch), ExecuteStage(), GradientCheckStage()]
+        stages += [CompileStage(config.arch, config.compile_level), ExecuteStage(), GradientCheckStage()]
     return stages
 
 
@@ -180,7 +181,13 @@ def build_row(
         python_hash=python_hash,
         shape_hash=shape_hash,
         cuda_hash=kernel.cuda_hash,
-        compile=CompileInfo(arch=config.arch, status=compile_status, time_ms=compile_ms),
+        compile=CompileInfo(
+            arch=config.arch,
+            level="none" if config.fast else config.compile_level,
+            nvrtc_version="" if config.fast else nvrtc_version(config.compile_level),
+            status=compile_status,
+            time_ms=compile_ms,
+        ),
         warp_version=warp_version,
         generator_version=GENERATOR_VERSION,
         gradient_check=GradientCheckInfo(**gradient_check.to_row()),

@@ -355,6 +355,24 @@ def _figures_section(stats: dict, counts: dict[str, int]) -> str:
     return "\n\n".join(out)
 
 
+def _compile_text(compiler: dict, arch_text: str) -> str:
+    """Step 3 of the card, for the level the manifest records (extract/levels.py)."""
+    version = f" {compiler['nvrtc_version']}" if compiler.get("nvrtc_version") else ""
+    if compiler.get("level") == "frontend":
+        return (
+            f"NVRTC{version}'s front end (parsing, semantic analysis, template instantiation; Warp's\n"
+            f"   options plus `--fdevice-syntax-only`) checks every kernel for {arch_text}; kernels that fail are\n"
+            "   rejected with their compiler log. It gives the verdict of Warp's full compile on every kernel\n"
+            "   tested; the GPU suite builds every kernel in full. Options: `manifest.json` → `compiler`."
+        )
+    if compiler.get("level") == "ptx":
+        return (
+            f"NVRTC{version} compiles every kernel to machine code for {arch_text} (Warp's full\n"
+            "   optimizing compile); kernels that fail are rejected with their compiler log."
+        )
+    return f"NVRTC compiles every kernel for {arch_text}; kernels that fail are\n   rejected with their compiler log."
+
+
 def _body(manifest: dict, stats: dict, schema: pa.Schema, counts: dict[str, int], repo_id: str) -> str:
     config = manifest.get("config", {})
     versions = manifest.get("versions", {})
@@ -382,8 +400,7 @@ Every pair compiles and runs; each row carries recorded test vectors.
 2. **Code generation.** Warp {warp} generates the CUDA for the kernel (`cuda_forward`,
    `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
    {PATH_RULE}
-3. **Compile check.** NVRTC compiles every kernel for {arch_text}; kernels that fail are
-   rejected with their compiler log.
+3. **Compile check.** {_compile_text(manifest.get("compiler") or {}, arch_text)}
 4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward; outputs
    must be finite and not constant. Inputs, outputs and gradients are kept as `test_vectors`,
    so the CUDA can be checked on a GPU.

@@ -1,0 +1,138 @@
+"""--compile frontend|ptx: recorded in rows and manifest, part of the fingerprint, re-checked by
+validate at each row's level; validate --workers; the first batch is cut fine for progress."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from cudagen_data.dataset.verify import ValidationReport, iter_rows_from, validate_path, validate_rows
+from cudagen_data.pipeline import ProduceConfig, ProduceError, produce
+from cudagen_data.pipeline.scheduler import Scheduler, first_batch_parts
+
+CATS = ("arithmetic", "math", "vector")
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "cudagen_data.cli", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def frontend_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("frontend")
+    produce(ProduceConfig(count=6, categories=CATS, seed=5, batch_size=6), out, workers=0, progress=False)
+    return out
+
+
+def _rows(out):
+    return [orjson.loads(line) for line in (out / "jsonl" / "train.jsonl").read_bytes().splitlines()]
+
+
+def test_level_is_recorded_in_rows_and_manifest(frontend_run):
+    rows = _rows(frontend_run)
+    assert rows and all(r["compile"]["level"] == "frontend" and r["compile"]["nvrtc_version"] == "13.4.92" for r in rows)
+    manifest = orjson.loads((frontend_run / "manifest.json").read_bytes())
+    compiler = manifest["compiler"]
+    assert compiler["level"] == "frontend" and compiler["nvrtc_version"] == "13.4.92" and compiler["nvrtc_from"] == "nvidia-cuda-nvrtc"
+    assert "--fdevice-syntax-only" in compiler["options"] and "--include-path=<warp>/native" in compiler["options"]
+    assert "/" + "site-packages" not in (frontend_run / "manifest.json").read_text()
+    assert manifest["config"]["compile_level"] == "frontend" and "--compile" not in manifest["command"]
+    assert "front end" in (frontend_run / "README.md").read_text()
+
+
+def test_a_folder_refuses_to_resume_at_the_other_level(frontend_run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(frontend_run, copy)
+    with pytest.raises(ProduceError, match="compile=frontend.*compile=ptx"):
+        produce(ProduceConfig(count=6, categories=CATS, seed=5, batch_size=6, compile_level="ptx"), copy, workers=0, progress=False)
+
+
+def _validate_file(path, workers=0) -> ValidationReport:
+    report = ValidationReport()
+    manifest = orjson.loads((path.parent / "manifest.json").read_bytes())
+    validate_rows(iter_rows_from(path), manifest["preambles"], report, workers=workers)
+    return report
+
+
+def test_validate_rechecks_each_row_at_its_level(frontend_run, tmp_path):
+    report = validate_path(frontend_run, workers=0)
+    assert report.ok and report.checks_run["nvrtc_frontend"] == report.rows and not report.checks_run["nvrtc_ptx"]
+
+    rows = _rows(frontend_run)
+    rows[0]["compile"]["level"] = "ptx"  # as a row of a --compile ptx run
+    rows[1]["compile"]["level"] = "bogus"
+    broken = rows[2]  # CUDA that does not compile: the front-end check must catch it
+    broken["cuda_forward"] = broken["cuda_forward"].replace("{", "{ this_is_not_cuda;", 1)
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    shutil.copy(frontend_run / "manifest.json", tmp_path / "manifest.json")
+    report = _validate_file(path)
+    assert report.checks_run["nvrtc_ptx"] == 1 and report.checks_run["nvrtc_frontend"] == len(rows) - 2
+    failures = {(f.where, f.check): f.message for f in report.failures}
+    assert "unknown compile level 'bogus'" in failures[("rows.jsonl:2", "nvrtc")]
+    assert 'identifier "this_is_not_cuda" is undefined' in failures[("rows.jsonl:3", "nvrtc")]
+
+
+def test_validate_with_workers_gives_the_inline_report(frontend_run, tmp_path):
+    rows = _rows(frontend_run)
+    tv = orjson.loads(rows[-1]["test_vectors"])
+    name, value = next(iter(tv["outputs"].items()))
+    flat = value["data"]
+    while isinstance(flat[0], list):
+        flat = flat[0]
+    flat[0] += 100.0
+    rows[-1]["test_vectors"] = orjson.dumps(tv).decode()
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    shutil.copy(frontend_run / "manifest.json", tmp_path / "manifest.json")
+    inline, pooled = _validate_file(path, workers=0), _validate_file(path, workers=2)
+    assert inline.failures and inline.failures == pooled.failures
+    assert (inline.rows, inline.by_category, inline.checks_run) == (pooled.rows, pooled.by_category, pooled.checks_run)
+    assert f"output {name!r} differs" in inline.failures[0].message
+
+
+def test_validate_workers_on_the_command_line(frontend_run):
+    res = cli("validate", str(frontend_run), "--workers", "2", "--no-progress")
+    assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+    res = cli("validate", str(frontend_run), "--workers", "-1", "--no-progress")
+    assert res.returncode == 2 and "--workers -1" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_bad_level_is_a_one_line_error(tmp_path):
+    res = cli("produce", "--compile", "fast", "--output", str(tmp_path / "x"), "--no-progress")
+    assert res.returncode == 2 and "--compile 'fast': use frontend or ptx" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
+    code = (
+        "import importlib.metadata as m, sys; real = m.version; "
+        "m.version = lambda n: '13.5.37' if n == 'nvidia-cuda-nvrtc' else real(n); "
+        "from cudagen_data.cli import app; sys.argv = ['cudagen', *sys.argv[1:]]; app()"
+    )
+    out = tmp_path / "x"
+    res = subprocess.run([sys.executable, "-c", code, "produce", "--count", "3", "--output", str(out), "--no-progress"], capture_output=True, text=True)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == ["error: the front-end compile check needs NVIDIA's NVRTC 13.4.92, the one Warp bundles: pip install nvidia-cuda-nvrtc==13.4.92 (found 13.5.37)"]
+    assert not out.exists()
+    # --compile ptx does not need it
+    res = subprocess.run([sys.executable, "-c", code, "produce", "--count", "3", "--categories", "arithmetic", "--compile", "ptx", "--workers", "0", "--output", str(out), "--no-progress"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_first_batch_is_cut_fine_then_normal():
+    config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
+    assert first_batch_parts(config, 1) == 10
+    scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
+    scheduler.config, scheduler.parts, scheduler.window = config, 1, 1000
+    scheduler.units, scheduler.queued, scheduler.inflight = __import__("collections").deque(), __import__("collections").deque(), __import__("collections").Counter()
+    scheduler.next_batch = scheduler.first_batch = 3
+    scheduler.max_batches = 5
+    scheduler.accepted = lambda c: 0
+    scheduler._submit = lambda unit: None
+    scheduler.fill()
+    sizes = [(u.batch, len(u.slots)) for u in scheduler.units]
+    assert sizes == [(3, 10)] * 10 + [(4, 100)]
