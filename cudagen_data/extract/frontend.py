@@ -185,11 +185,11 @@ def _need(version: str) -> str:
 
 
 def _library_dir() -> str:
-    spec = importlib.util.find_spec("nvidia")
-    for root in list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []:
-        candidate = os.path.join(root, "cu13", "lib")
-        if os.path.isdir(candidate):
-            return candidate
+    # Found through the installed distribution, not the ``nvidia`` package: other NVIDIA
+    # wheels (PyTorch's CUDA 12 ones) may own an ``nvidia`` package earlier on the path.
+    candidate = str(importlib.metadata.distribution(NVRTC_PACKAGE).locate_file("nvidia/cu13/lib"))
+    if os.path.isdir(candidate):
+        return candidate
     raise NvrtcUnavailable(f"{_need(required_version())} (its library folder nvidia/cu13/lib is missing)")
 
 
