@@ -141,7 +141,10 @@ def extract(
     file: Path = typer.Argument(..., help="A Python file with @wp.kernel definitions (its main block is not run)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write JSON lines here (default: stdout)."),
     arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
-    compile_check: bool = typer.Option(True, "--compile/--no-compile", help="Compile each kernel with NVRTC."),
+    compile_level: str = typer.Option(
+        "frontend", "--compile", help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile)."
+    ),
+    no_compile: bool = typer.Option(False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."),
 ) -> None:
     """Turn any Warp program into pairs: one JSON line per kernel, compile status included."""
     from .extract.pairs import extract_file
@@ -186,7 +189,10 @@ def mine(
     workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (each file is mined in one)."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds one file may take (import, code generation, runs)."),
     arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
-    compile_check: bool = typer.Option(True, "--compile/--no-compile", help="Compile each kernel with NVRTC."),
+    compile_level: str = typer.Option(
+        "frontend", "--compile", help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile)."
+    ),
+    no_compile: bool = typer.Option(False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."),
     run: bool = typer.Option(True, "--run/--no-run", help="Run kernels whose arguments can be filled, on the CPU."),
     split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
@@ -198,27 +204,36 @@ def mine(
     from .mine.run import format_summary, mine_sources
     from .publish.splits import validate_ratios
 
+    from .extract.levels import DEFAULT_COMPILE_LEVEL, check_level, compiler_record
+
     try:
         _check_arch(arch)
+        check_level(compile_level)
         ratios = validate_ratios(_split_list(split_ratios))
         if timeout <= 0:
             raise ValueError(f"--timeout {timeout}: must be > 0")
     except ValueError as exc:
         _fail(str(exc), 2)
     files = find_files(paths or None)  # a missing path fails here, before anything is written
+    compiler = {} if no_compile else compiler_record(arch, compile_level)  # a missing NVRTC fails here too
     shapes = synthetic_shapes(output)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(files), desc="mining", unit="file", file=sys.stderr)
-    result = mine_sources(files, workers=workers, options=Options(arch=arch, compile_check=compile_check, run=run, timeout_s=timeout),
+    options = Options(arch=arch, compile_check=not no_compile, compile_level=compile_level, run=run, timeout_s=timeout)
+    result = mine_sources(files, workers=workers, options=options,
                           synthetic_shapes=shapes, ratios=ratios, progress=(lambda res: bar.update(1)) if bar is not None else None)
     if bar is not None:
         bar.close()
     # Recorded in the manifest, which is published: the mined folders by name, no machine path.
     words = ["cudagen", "mine", *[p.resolve().name for p in paths or []], "--output", "OUT_DIR"]
-    write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words))
+    if no_compile:
+        words.append("--no-compile")
+    elif compile_level != DEFAULT_COMPILE_LEVEL:
+        words += ["--compile", compile_level]
+    write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words), compiler)
     typer.echo(format_summary(result.stats, output, REJECTS_FILE))
 
 

@@ -355,4 +355,49 @@ def test_cli_writes_no_machine_path(tmp_path):
     for name in ("manifest.json", "stats.json", "README.md", "rejects_real.jsonl"):
         text = (out / name).read_text()
         assert str(tmp_path) not in text and str(TREE) not in text, name
-    assert orjson.loads((out / "manifest.json").read_bytes())["real"]["command"] == "cudagen mine sub --output OUT_DIR"
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["real"]["command"] == "cudagen mine sub --output OUT_DIR"
+    # the compile check's level: NVRTC's front end by default, recorded as produce records it
+    from cudagen_data.extract.levels import compiler_record
+
+    assert manifest["real"]["compiler"] == compiler_record(86, "frontend")
+    rows = _real_rows(out)
+    assert rows and {r["compile"]["level"] for r in rows if r["compile"]["status"] == "ok"} == {"frontend"}
+
+
+def _real_rows(folder: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return [r for f in sorted((folder / "data" / "real").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+def test_cli_compile_levels(tmp_path):
+    """--compile ptx: Warp's full compile, in rows, manifest and the recorded command;
+    --no-compile: none; an unknown level: one-line error, nothing written."""
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+    from cudagen_data.extract.levels import compiler_record, nvrtc_version
+
+    out = tmp_path / "ptx"
+    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1",
+                                      "--compile", "ptx", "--no-run"])
+    assert result.exit_code == 0, result.output
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["real"]["command"] == "cudagen mine sub --output OUT_DIR --compile ptx"
+    assert manifest["real"]["compiler"] == compiler_record(86, "ptx")
+    rows = _real_rows(out)
+    assert rows and all(r["compile"]["level"] == "ptx" and r["compile"]["nvrtc_version"] == nvrtc_version("ptx")
+                        and r["compile"]["status"] == "ok" for r in rows)
+
+    out = tmp_path / "none"
+    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1",
+                                      "--no-compile", "--no-run"])
+    assert result.exit_code == 0, result.output
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["real"]["compiler"] == {} and manifest["real"]["command"].endswith("--no-compile")
+    assert all(r["compile"]["level"] == "none" and r["compile"]["status"] == "skipped" for r in _real_rows(out))
+
+    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(tmp_path / "bad"), "--compile", "full"])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1].startswith("error: --compile 'full'")
+    assert "Traceback" not in result.output and not (tmp_path / "bad").exists()

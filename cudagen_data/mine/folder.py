@@ -38,8 +38,11 @@ def synthetic_shapes(root: Path) -> set[str]:
 
 
 def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dict[str, str], stats: dict,
-               command: str) -> Manifest:
-    """Replace the folder's ``real`` configuration with these rows; returns the manifest."""
+               command: str, compiler: dict | None = None) -> Manifest:
+    """Replace the folder's ``real`` configuration with these rows; returns the manifest.
+
+    ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
+    records it for the synthetic rows); {} when mining ran without one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -74,7 +77,7 @@ def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dic
         manifest = Manifest(config={}, versions=versions(), command="", preambles={})
     manifest.files = [f for f in manifest.files if f.config != CONFIG] + files
     manifest.preambles = dict(sorted({**manifest.preambles, **preambles}.items()))
-    manifest.real = {"command": command, "versions": versions()}
+    manifest.real = {"command": command, "versions": versions(), "compiler": dict(compiler or {})}
     stats_path = root / "stats.json"
     all_stats = orjson.loads(stats_path.read_bytes()) if stats_path.exists() else {}
     all_stats[CONFIG] = stats

@@ -34,6 +34,7 @@ BUNDLE_DEFS = 40
 class Options:
     arch: int = 86
     compile_check: bool = True
+    compile_level: str = "frontend"  # extract/levels.py: as produce's --compile
     run: bool = True
     timeout_s: float = 60.0
 
@@ -64,7 +65,8 @@ def _worker_main(conn: Connection, options: Options) -> None:
         if bundle is None:
             return
         try:
-            for message in mine_bundle(bundle, arch=options.arch, compile_check=options.compile_check, run=options.run):
+            for message in mine_bundle(bundle, arch=options.arch, compile_check=options.compile_check,
+                                       compile_level=options.compile_level, run=options.run):
                 conn.send(message)
         except BaseException as exc:  # noqa: BLE001 - reported; the parent gives the bundle's files up
             conn.send(("error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))

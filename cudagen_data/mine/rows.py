@@ -128,8 +128,9 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 "python_hash": python_hash,
                 "shape_hash": shape,
                 "cuda_hash": cuda_hash,
-                # mined kernels are checked with Warp's full compile (compile_units' default level)
-                "compile": {"arch": k.arch, "level": "ptx" if k.compile_ok else "none", "nvrtc_version": nvrtc_version("ptx") if k.compile_ok else "",
+                # at the level mining ran (--compile, as produce's); "none" when not checked
+                "compile": {"arch": k.arch, "level": k.compile_level if k.compile_ok else "none",
+                            "nvrtc_version": nvrtc_version(k.compile_level) if k.compile_ok else "",
                             "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
                 "gradient_check": grad,
                 "warp_version": warp_version,

@@ -88,6 +88,7 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "compile_checked": checked,
         "compile_passed": compiled,
         "compile_pass_rate": round(compiled / checked, 4) if checked else None,
+        "compile_levels": dict(sorted(Counter(k.compile_level for r in results for k in r.kernels if k.compile_ok is not None).items())),
         "rows": len(rows),
         "executed": executed,
         "executed_rate": round(executed / len(rows), 4) if rows else None,
@@ -126,7 +127,7 @@ def format_summary(stats: dict, output, rejects_file: str) -> str:
     lines = [
         f"{stats['files']} files, {stats['kernel_definitions']} kernel definitions, "
         f"{stats['kernels_generated']} kernels generated (overloads count one each)",
-        f"compile check: {stats['compile_passed']}/{stats['compile_checked']} passed",
+        f"compile check ({', '.join(stats.get('compile_levels') or {}) or 'none'}): {stats['compile_passed']}/{stats['compile_checked']} passed",
         f"rows: {stats['rows']} ({', '.join(f'{k} {v}' for k, v in stats['by_split'].items())}), "
         f"executed with test vectors: {stats['executed']}",
         f"gradient check: {', '.join(f'{k} {v}' for k, v in stats.get('gradient_check', {}).items()) or 'none'}",

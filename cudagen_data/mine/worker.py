@@ -23,6 +23,7 @@ from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
 from ..warp_boundary import mining as warp_mining
 from ..extract.codegen import DEFAULT_ARCH, generate_cuda
+from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
 from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
@@ -66,6 +67,7 @@ class MinedKernel:
     compile_log: str = ""
     compile_ms: float = 0.0
     arch: int = DEFAULT_ARCH
+    compile_level: str = ""  # the compile check's level (extract/levels.py); "" when not checked
     arg_specs: list[dict] | None = None  # None: cannot be filled from annotations
     launch_dim: list[int] = field(default_factory=list)
     not_run: str = ""  # why the kernel was not run (or its run not kept)
@@ -85,7 +87,7 @@ class Executed:
 
 
 def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
-                run: bool = True) -> Iterator[tuple[str, Any]]:
+                compile_level: str = DEFAULT_COMPILE_LEVEL, run: bool = True) -> Iterator[tuple[str, Any]]:
     """Mine a few files; their CPU runs share builds (an LLVM build costs ~1 s whatever its size).
 
     Yields, per file: ("start", pos), ("seconds", {...}), ("kernels", (pos, kernels,
@@ -94,7 +96,8 @@ def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_che
     queue: list[tuple[int, int, MinedKernel, object]] = []  # (file position, kernel index, kernel, wp.Kernel)
     for pos, src in enumerate(srcs):
         yield "start", pos
-        kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=compile_check, run=run)
+        kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=compile_check,
+                                                        compile_level=compile_level, run=run)
         yield "seconds", seconds
         yield "kernels", (pos, kernels, rejects)
         queue += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live))
@@ -115,7 +118,7 @@ def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_che
 
 
 def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
-                 run: bool = True) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
+                 compile_level: str = DEFAULT_COMPILE_LEVEL, run: bool = True) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
     """(kernels with CUDA and compile verdict, rejects, live kernel objects, stage seconds)."""
     seconds = {}
     clock = time.perf_counter()
@@ -180,8 +183,9 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
 
         units = [ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
                  for k in kernels]
-        for k, res in zip(kernels, compile_units(units, arch=arch)):
+        for k, res in zip(kernels, compile_units(units, arch=arch, level=compile_level)):
             k.compile_ok, k.compile_log, k.compile_ms = res.ok, res.log, round(res.time_ms, 3)
+            k.compile_level = compile_level
     seconds["compile"] = time.perf_counter() - clock
     for k in kernels:
         if not k.not_run and argspecs.uses_tiles(k.python_source):

@@ -88,6 +88,7 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         ("kernels generated (each overload one)", card._fmt_int(stats.get("kernels_generated", 0))),
         ("rows", card._fmt_int(sum(counts.values()))),
         ("NVRTC compile pass rate", card._pct(stats.get("compile_pass_rate"))),
+        ("compile check level", ", ".join(stats.get("compile_levels") or {}) or "none"),
         ("rows executed with test vectors", card._fmt_int(stats.get("executed", 0))),
     ]
     parts = [
@@ -98,7 +99,8 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         "from their definition, without running the function), and keeps, per kernel (per overload of a "
         "generic kernel), the CUDA Warp generates for it: forward, backward and device functions, "
         "byte for byte what Warp generates when it loads the kernel's own module. "
-        "Each pair is compiled with NVRTC; a kernel whose arguments can all be made up from their annotations "
+        "Each pair is checked with NVRTC at the level `compile.level` names (`frontend` by default: NVRTC's front "
+        "end with Warp's options; `ptx`: Warp's full compile), as the synthetic rows are; a kernel whose arguments can all be made up from their annotations "
         "(arrays of scalars, vectors, matrices; scalars) runs on Warp's CPU backend on seeded inputs and records "
         "`test_vectors`. `python_source` is the kernel's own definition; it needs its file to run, which "
         "`provenance` names. Rows are deduplicated by the kernel's shape hash (and against the synthetic rows) "
