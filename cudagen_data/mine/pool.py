@@ -87,10 +87,11 @@ class _Worker:
         self.deadline = 0.0
         self.pos = 0  # the file being imported / generated
         self.in_runs = False
+        self.in_compile = False
         self.started = 0.0
 
     def send(self, bundle: list[FileResult], timeout_s: float) -> None:
-        self.bundle, self.pos, self.in_runs = bundle, 0, False
+        self.bundle, self.pos, self.in_runs, self.in_compile = bundle, 0, False, False
         self.started = time.monotonic()
         self.deadline = self.started + timeout_s
         self.files += len(bundle)
@@ -185,7 +186,15 @@ def _take(w: _Worker, kind: str, payload, timeout_s: float) -> list[FileResult]:
         pos, kernels, rejects = payload
         bundle[pos].kernels, bundle[pos].rejects = kernels, rejects
         bundle[pos].seconds += time.monotonic() - w.started
+    elif kind == "compiling":
+        w.in_compile = True
+        w.deadline = time.monotonic() + timeout_s * len(bundle)  # the compile check of all the bundle's kernels
+    elif kind == "compiled":
+        for pos, i, ok, log, ms, level in payload:
+            k = bundle[pos].kernels[i]
+            k.compile_ok, k.compile_log, k.compile_ms, k.compile_level = ok, log, ms, level
     elif kind == "runs":
+        w.in_compile = False
         w.in_runs = True
         w.deadline = time.monotonic() + timeout_s * len(bundle)  # the runs of all the bundle's files
     elif kind == "executed":
@@ -216,9 +225,13 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
                 if i not in result.executed:
                     result.not_run.setdefault(i, f"runs stopped: {detail}")
         return bundle
+    if w.in_compile and len(bundle) > 1:
+        # The bundle's compile check: no file to blame yet; each is mined again alone.
+        queue += [[FileResult(r.src)] for r in bundle]
+        return []
     blamed = bundle[w.pos]
     blamed.rejects.append(Reject(blamed.src.relpath, 0, "", "timeout" if how == "timeout" else "crash",
-                                 f"{detail} while importing or generating"))
+                                 f"{detail} while {'compiling' if w.in_compile else 'importing or generating'}"))
     for other in bundle:
         if other is not blamed:
             queue.append([FileResult(other.src)])

@@ -91,17 +91,26 @@ def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_che
     """Mine a few files; their CPU runs share builds (an LLVM build costs ~1 s whatever its size).
 
     Yields, per file: ("start", pos), ("seconds", {...}), ("kernels", (pos, kernels,
-    rejects)); then ("runs", None) and ("executed", [(pos, Executed), ...]) chunks.
+    rejects)); then ("compiling", None) and ("compiled", [(pos, index, ok, log, ms, level), ...]);
+    then ("runs", None) and ("executed", [(pos, Executed), ...]) chunks.
+
+    The compile check runs once for the whole bundle (an NVRTC call costs ~0.5 s
+    whatever its size, parsing Warp's headers), after every file is imported.
     """
-    queue: list[tuple[int, int, MinedKernel, object]] = []  # (file position, kernel index, kernel, wp.Kernel)
+    every: list[tuple[int, int, MinedKernel, object]] = []  # (file position, kernel index, kernel, wp.Kernel)
     for pos, src in enumerate(srcs):
         yield "start", pos
-        kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=compile_check,
-                                                        compile_level=compile_level, run=run)
+        kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=False, run=run)
         yield "seconds", seconds
         yield "kernels", (pos, kernels, rejects)
-        queue += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live))
-                  if not k.not_run and k.compile_ok is not False]
+        every += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live))]
+    if compile_check and every:
+        yield "compiling", None
+        clock = time.perf_counter()
+        compile_kernels([e[2] for e in every], arch=arch, level=compile_level)
+        yield "seconds", {"compile": time.perf_counter() - clock}
+        yield "compiled", [(e[0], e[1], e[2].compile_ok, e[2].compile_log, e[2].compile_ms, e[2].compile_level) for e in every]
+    queue = [e for e in every if not e[2].not_run and e[2].compile_ok is not False]
     if not run or not queue:
         return
     yield "runs", None
@@ -177,22 +186,32 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
             ))  # fmt: skip
             live.append(target)
     seconds["codegen"] = time.perf_counter() - clock
-    clock = time.perf_counter()
     if compile_check and kernels:
-        from ..extract.codegen import ExtractedKernel
-
-        units = [ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
-                 for k in kernels]
-        for k, res in zip(kernels, compile_units(units, arch=arch, level=compile_level)):
-            k.compile_ok, k.compile_log, k.compile_ms = res.ok, res.log, round(res.time_ms, 3)
-            k.compile_level = compile_level
-    seconds["compile"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        compile_kernels(kernels, arch=arch, level=compile_level)
+        seconds["compile"] = time.perf_counter() - clock
     for k in kernels:
         if not k.not_run and argspecs.uses_tiles(k.python_source):
             k.not_run = "tile kernel: its block size is not stated in the source"
         elif not k.not_run and not run:
             k.not_run = "not run (--no-run)"
     return kernels, rejects, live, seconds
+
+
+def compile_kernels(kernels: list[MinedKernel], *, arch: int, level: str) -> None:
+    """The compile check of these kernels (any files), one translation unit per preamble
+    (failing units bisected: a kernel's verdict never depends on its neighbours)."""
+    from ..extract.codegen import ExtractedKernel
+
+    by_preamble: dict[str, list[MinedKernel]] = {}
+    for k in kernels:
+        by_preamble.setdefault(k.preamble, []).append(k)
+    for group in by_preamble.values():
+        units = [ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
+                 for k in group]
+        for k, res in zip(group, compile_units(units, arch=arch, level=level)):
+            k.compile_ok, k.compile_log, k.compile_ms = res.ok, res.log, round(res.time_ms, 3)
+            k.compile_level = level
 
 
 def _named(qualname: str, sig: str) -> str:
