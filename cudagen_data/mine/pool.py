@@ -217,18 +217,20 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
     code = w.process.exitcode
     w.kill()
     detail = "time limit reached" if how == "timeout" else f"worker died ({_signal_name(code)})"
+    if (w.in_runs or w.in_compile) and len(bundle) > 1:
+        # The bundle's compile check or a shared CPU build (runs themselves are forked one
+        # by one) hung or crashed: no file to blame yet; each is mined again alone, so only
+        # the file whose build fails loses its runs.  (Seen: SIGABRT in a CPU build of
+        # warp/tests/cuda/test_cluster_dim.py's bundle, heap-layout dependent.)
+        queue += [[FileResult(r.src)] for r in bundle]
+        return []
     if w.in_runs:
-        # Runs are forked one by one, so this is a CPU build that hung or crashed: the
-        # kernels stay, unexecuted.
+        # A lone file's CPU build hung or crashed: the kernels stay, unexecuted.
         for result in bundle:
             for i in range(len(result.kernels)):
                 if i not in result.executed:
                     result.not_run.setdefault(i, f"runs stopped: {detail}")
         return bundle
-    if w.in_compile and len(bundle) > 1:
-        # The bundle's compile check: no file to blame yet; each is mined again alone.
-        queue += [[FileResult(r.src)] for r in bundle]
-        return []
     blamed = bundle[w.pos]
     blamed.rejects.append(Reject(blamed.src.relpath, 0, "", "timeout" if how == "timeout" else "crash",
                                  f"{detail} while {'compiling' if w.in_compile else 'importing or generating'}"))
