@@ -88,11 +88,44 @@ def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int,
         yield batch.module, [k for k, _ in added], [e for _, e in added]
 
 
+@contextlib.contextmanager
+def _without_cuda_pch(module, block_dim: int | None = None) -> Iterator[None]:
+    """Warp's precompiled headers off for one CUDA build of ``module``.
+
+    For a CUDA build, NVRTC (CUDA 13+) writes a ~76 MB precompiled header per module
+    name into /tmp/__nvrtc_auto_pch_<pid>_<n>/ and never deletes it; each of our
+    modules is built once under its own name, so that header is never reused.  The
+    CPU build's clang header is shared by every module (reused), so it stays on:
+    this wraps CUDA builds only.  Warp folds ``config.use_precompiled_headers`` into
+    a module variant's options when it hashes it, and ``Module.load`` reuses those;
+    a variant hashed with the header on is dropped, to be hashed again inside.
+    (``Module._compile`` re-reads the config and rehashes by itself.)
+    """
+    wp = warp()
+    if block_dim is None:
+        block_dim = module.options["block_dim"]
+    cached = module.resolved_options.get(block_dim)
+    if cached is not None and cached.get("use_precompiled_headers"):
+        module.hashers.pop(block_dim, None)
+        module.resolved_options.pop(block_dim, None)
+    saved = wp.config.use_precompiled_headers
+    wp.config.use_precompiled_headers = False
+    try:
+        yield
+    finally:
+        wp.config.use_precompiled_headers = saved
+
+
 def build_module(module, device: str) -> str | None:
     """Build ``module`` for ``device``; the first line of the error, or None."""
+    is_cpu = warp().get_device(device).is_cpu
     with captured_stderr() as log:
         try:
-            module.load(device, block_dim=1 if device == "cpu" else None)
+            if is_cpu:
+                module.load(device, block_dim=1)
+            else:
+                with _without_cuda_pch(module):
+                    module.load(device)
             return None
         except Exception as exc:  # noqa: BLE001
             message = str(exc).strip().splitlines()
@@ -110,7 +143,8 @@ def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int) ->
     saved = wp.config.ptx_target_arch
     wp.config.ptx_target_arch = ptx_arch
     try:
-        module.load(dev, block_dim=block_dim)
+        with _without_cuda_pch(module, block_dim):
+            module.load(dev, block_dim=block_dim)
         return f"{dev.get_cuda_output_format()} sm_{dev.get_cuda_compile_arch()}"
     finally:
         wp.config.ptx_target_arch = saved
@@ -119,7 +153,8 @@ def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int) ->
 def compile_module_to_ptx(module, arch: int, folder: str) -> str:
     """Compile a module's CUDA to PTX in ``folder`` the way a GPU load would (no GPU
     needed); returns the translation unit Warp compiled."""
-    module._compile(None, folder, f"module.sm{arch}.ptx", arch, use_ptx=True)
+    with _without_cuda_pch(module):
+        module._compile(None, folder, f"module.sm{arch}.ptx", arch, use_ptx=True)
     return next(Path(folder).glob("*.cu")).read_text(encoding="utf-8")
 
 
