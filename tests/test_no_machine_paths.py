@@ -29,10 +29,20 @@ from cudagen_data.stages import generate as generate_stage
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
 
-# Categories whose kernels call Warp's own library functions (`wp.norm_l1` ...), and two others.
+# Categories whose kernels may call Warp's own library functions (`wp.norm_l1` ...), and two others.
 CATEGORIES = ("vector", "matrix", "atomic", "arithmetic", "math")
-SEED = 1  # its first batch holds vector, matrix and atomic kernels that call warp/_src/math.py functions
+SEED = 1
+# Whether a generated kernel calls a library function depends on the generator's version,
+# so every vector and matrix kernel of the run is given one (unused: outputs unchanged).
+LIBRARY_CALL = "    lib_norm = wp.norm_l1(wp.vec3(1.0, -2.0, 3.0))\n"
 LIBRARY_COMMENT = re.compile(r"// \S*warp/_src/\w+\.py:\d+")
+
+
+def with_library_call(source: str) -> str:
+    """``source`` with LIBRARY_CALL as the first statement of its kernel."""
+    head, sep, rest = source.partition("@wp.kernel\n")
+    signature_end = rest.index("):\n") + 3
+    return head + sep + rest[:signature_end] + LIBRARY_CALL + rest[signature_end:]
 
 
 def machine_strings(*extra: str | os.PathLike) -> dict[str, str]:
@@ -93,13 +103,16 @@ def leaks(texts: dict[str, str], needles: dict[str, str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory):
-    """A small dataset with library device functions, a compile failure and a codegen reject."""
+    """A small dataset with library device functions (every vector and matrix kernel calls
+    ``wp.norm_l1``), a compile failure and a codegen reject."""
     out = tmp_path_factory.mktemp("machine_paths") / "dataset"
     mp = pytest.MonkeyPatch()
     real_generate, real_compile = generate_stage.generate, compile_stage.compile_units
 
     def generate(category, seed, index):
         spec = real_generate(category, seed, index)
+        if category in ("vector", "matrix"):
+            spec = dataclasses.replace(spec, python_source=with_library_call(spec.python_source))
         if (category, index) == ("arithmetic", 0):  # Warp's codegen rejects this kernel
             spec = dataclasses.replace(spec, python_source=spec.python_source.replace("wp.tid()", "wp.tid() + wp.norm_l1(1.0)", 1))
         return spec
