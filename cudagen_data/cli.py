@@ -147,10 +147,12 @@ def extract(
     no_compile: bool = typer.Option(False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."),
 ) -> None:
     """Turn any Warp program into pairs: one JSON line per kernel, compile status included."""
+    from .extract.levels import check_level
     from .extract.pairs import extract_file
 
     try:
         _check_arch(arch)
+        check_level(compile_level)
     except ValueError as exc:
         _fail(str(exc), 2)
     if not file.is_file():
@@ -159,7 +161,7 @@ def extract(
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"{file}: cannot read ({exc})", 2)
-    rows, errors = extract_file(source, arch=arch, compile_check=compile_check, root=str(file.resolve().parent))
+    rows, errors = extract_file(source, arch=arch, compile_check=not no_compile, level=compile_level, root=str(file.resolve().parent))
     import orjson
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in rows)

@@ -125,3 +125,14 @@ def test_missing_file_and_bad_arch(tmp_path):
     src.write_text(PROGRAM)
     res = run_cli("extract", str(src), "--arch", "12")
     assert res.returncode == 2 and "--arch 12" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_compile_levels_and_a_bad_level(tmp_path):
+    src = tmp_path / "sim.py"
+    src.write_text(PROGRAM)
+    for level in ("frontend", "ptx"):
+        res = run_cli("extract", str(src), "--compile", level)
+        assert res.returncode == 0, res.stderr
+        assert [orjson.loads(line)["compile"]["status"] for line in res.stdout.splitlines()] == ["ok", "ok"]
+    res = run_cli("extract", str(src), "--compile", "sass")
+    assert res.returncode == 2 and "--compile 'sass'" in res.stderr and "Traceback" not in res.stderr

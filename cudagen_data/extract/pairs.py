@@ -11,12 +11,13 @@ from .nvrtc import compile_units
 
 
 def extract_file(
-    source: str, *, arch: int = DEFAULT_ARCH, compile_check: bool = True, root: str | None = None
+    source: str, *, arch: int = DEFAULT_ARCH, compile_check: bool = True, level: str = "ptx", root: str | None = None
 ) -> tuple[list[ExtractRecord], list[KernelError]]:
     """(one record per kernel, problems found) for one Python source file.
 
-    ``root`` is the folder the file was given under: a path the records name (a helper
-    module's source comment) is relative to it, never absolute.
+    ``level``: how far the NVRTC check goes (extract/levels.py).  ``root`` is the folder
+    the file was given under: a path the records name (a helper module's source
+    comment) is relative to it, never absolute.
 
     ``python_source`` of every record is the whole file: it is what defines the kernel
     and what runs as is.  Records hold no test vectors (a user's kernel has no input
@@ -25,7 +26,7 @@ def extract_file(
     t0 = time.perf_counter()
     report = extract_source(source, arch=arch, root=root)
     per_kernel_ms = (time.perf_counter() - t0) * 1000.0 / max(len(report.kernels), 1)
-    results = compile_units(report.kernels, arch=arch) if compile_check and report.kernels else [None] * len(report.kernels)
+    results = compile_units(report.kernels, arch=arch, level=level) if compile_check and report.kernels else [None] * len(report.kernels)
     py_hash = canonical.python_hash(source) if report.kernels else ""
     records = []
     for kernel, res in zip(report.kernels, results):
