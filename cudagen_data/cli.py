@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from .dataset.shards import SHARD_ROWS
+
 app = typer.Typer(
     name="cudagen",
     help="Make Python -> CUDA training pairs from NVIDIA Warp kernels: generated, compiled with NVRTC, run, deduplicated.",
@@ -100,6 +102,10 @@ def produce(
     split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    jsonl: bool = typer.Option(True, "--jsonl/--no-jsonl", help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs)."),
+    shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", help="Rows per Parquet shard."),
+    executor: str = typer.Option("local", "--executor", help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join (e.g. 10.0.0.1:6379); default: start a private local Ray with --workers CPUs."),
 ) -> None:
     """Make a dataset of validated Python -> CUDA pairs (resumable: re-run the same command after a crash)."""
     from .generators import categories as all_categories
@@ -107,6 +113,10 @@ def produce(
     from .pipeline.producer import produce as run_produce
     from .publish.splits import validate_ratios
 
+    if executor not in ("local", "ray"):
+        _fail(f"--executor {executor!r}: use local or ray", 2)
+    if ray_address and executor != "ray":
+        _fail("--ray-address needs --executor ray", 2)
     known = all_categories()
     chosen = _split_list(categories) or list(known)
     unknown = [c for c in chosen if c not in known]
@@ -116,12 +126,12 @@ def produce(
         ratios = validate_ratios(_split_list(split_ratios))
         config = ProduceConfig(
             count=count, categories=tuple(chosen), seed=seed, arch=arch, fast=fast, batch_size=batch_size, split_ratios=ratios,
-            max_chars=max_chars, compile_level=compile_level,
+            max_chars=max_chars, compile_level=compile_level, jsonl=jsonl, shard_rows=shard_rows,
         )
         _check_arch(arch)
     except ValueError as exc:
         _fail(str(exc), 2)
-    result = run_produce(config, output, workers=workers, overwrite=overwrite, progress=progress)
+    result = run_produce(config, output, workers=workers, overwrite=overwrite, progress=progress, executor=executor, ray_address=ray_address)
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if result.already_complete:

@@ -183,7 +183,7 @@ def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: i
     folder = DatasetFolder(folder)
     folder.root.mkdir(parents=True, exist_ok=True)
     categories = tuple(sorted({r["category"] for r in rows}))
-    config = ProduceConfig(count=len(rows), categories=categories, seed=7, arch=ARCH, batch_size=50, split_ratios=tuple(ratios))
+    config = ProduceConfig(count=len(rows), categories=categories, seed=7, arch=ARCH, batch_size=50, split_ratios=tuple(ratios), shard_rows=shard_rows)
     stats = RunStats.new(categories, SPLITS)
     by_split = {s: [] for s in SPLITS}
     path = ("generate", "extract", "compile", "execute")
@@ -197,8 +197,8 @@ def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: i
     rejected = Reject(len(rows), categories[0], len(rows), "k_bad", RejectReason.COMPILE_ERROR, "error: identifier undefined", "error: identifier undefined")
     stats.count_slot(rejected.category, path, rejected.reason)
     stats.elapsed_seconds = 12.5
-    state = RunState(fingerprint="fixtures_rows", tally=stats.to_json(), preambles={PREAMBLE_HASH: PREAMBLE})
+    state = RunState(fingerprint="fixtures_rows", tally=stats.to_json(), preambles={PREAMBLE_HASH: PREAMBLE}, shard_rows=shard_rows)
     folder.start(state)
     folder.commit(state, by_split, [rejected])
-    finalize(folder, config, state, shard_rows=shard_rows, command=command or f"cudagen produce --count {len(rows)} --seed 7")
+    finalize(folder, config, state, command=command or f"cudagen produce --count {len(rows)} --seed 7")
     return orjson.loads(folder.path("manifest.json").read_bytes())

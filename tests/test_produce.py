@@ -28,6 +28,18 @@ def rows_of(folder: Path) -> dict[str, list[dict]]:
     return {s: [orjson.loads(line) for line in (folder / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()] for s in SPLITS}
 
 
+def parquet_rows_of(folder: Path) -> dict[str, list[list[dict]]]:
+    """split -> rows of each Parquet shard the manifest lists, in order."""
+    import pyarrow.parquet as pq
+
+    manifest = orjson.loads((folder / "manifest.json").read_bytes())
+    out: dict[str, list[list[dict]]] = {}
+    for f in manifest["files"]:
+        if f["path"].endswith(".parquet"):
+            out.setdefault(f["split"], []).append(pq.read_table(folder / f["path"]).to_pylist())
+    return out
+
+
 def comparable(folder: Path) -> dict:
     """Everything a run writes, timing fields aside."""
     stats = orjson.loads((folder / "stats.json").read_bytes())
@@ -36,8 +48,10 @@ def comparable(folder: Path) -> dict:
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     for f in manifest["files"]:
         f.pop("xxh3_128")  # the files hold timing fields, so their checksums differ
-    rows = {s: [strip_timing(r) for r in rs] for s, rs in rows_of(folder).items()}
-    return {"stats": stats, "manifest": manifest, "rows": rows, "rejects": (folder / "rejects.jsonl").read_bytes()}
+    shards = {s: [[strip_timing(r) for r in shard] for shard in rs] for s, rs in parquet_rows_of(folder).items()}
+    rows = {s: [strip_timing(r) for r in rs] for s, rs in rows_of(folder).items()} if (folder / "jsonl").exists() else None
+    leftovers = sorted(p.name for d in ("spool", "shards") for p in (folder / ".cudagen" / d).glob("*"))
+    return {"stats": stats, "manifest": manifest, "shards": shards, "rows": rows, "rejects": (folder / "rejects.jsonl").read_bytes(), "leftovers": leftovers}
 
 
 def cli(*args, **kw):
@@ -217,7 +231,8 @@ def test_two_runs_same_bytes(tmp_path):
 
 
 def test_kill_9_at_random_moments_then_resume(tmp_path):
-    args = ["produce", "--count", "1200", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--workers", "1", "--no-progress"]
+    # small shards: kills land between, and inside, commits that roll a spool into a shard
+    args = ["produce", "--count", "1200", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--shard-rows", "50", "--workers", "1", "--no-progress"]
     ref = tmp_path / "ref"
     assert cli(*args, "--output", str(ref)).returncode == 0
     out = tmp_path / "killed"

@@ -1,4 +1,4 @@
-"""Finishing a produced folder: Parquet shards, stats.json, manifest.json, the card.
+"""Finishing a produced folder: last Parquet shards, stats.json, manifest.json, the card.
 
 The folder is marked complete only after all of them are written (atomically), so a run
 killed while finishing finishes again on the next start.
@@ -15,11 +15,12 @@ from . import lengths, store
 from .store import DatasetFolder, RunState
 
 
-def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int = store.SHARD_ROWS, command: str | None = None) -> dict:
-    """Write Parquet, stats, manifest and dataset card for ``state``; mark the run complete.
+def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | None = None) -> dict:
+    """Finish the Parquet shards (the last ones, final names: shards.py); write stats,
+    manifest and dataset card for ``state``; mark the run complete.
 
     ``command`` (default: the command that reproduces ``config``) is what the manifest
-    records; ``shard_rows`` is the rows per Parquet file."""
+    records."""
     from ..extract.levels import compiler_record
     from ..pipeline.config import command_line, versions
     from ..publish.card import render_card, split_num_bytes
@@ -27,13 +28,15 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, shard_rows: int 
     stats = RunStats.from_json(state.tally).to_stats_json(config.fast)
     files: list[FileEntry] = []
     split_files: dict[str, list[str]] = {}
+    shards = folder.finish_shards(state)
     for split in SPLITS:
-        for rel, rows in folder.write_parquet(split, shard_rows=shard_rows):
-            files.append(FileEntry(rel, split, rows, store.file_checksum(folder.path(rel))))
-            split_files.setdefault(split, []).append(rel)
-        rel = store.jsonl_path(split)
-        files.append(FileEntry(rel, split, stats["by_split"][split], store.file_checksum(folder.path(rel))))
-    # row lengths per category, from the Parquet just written (stats.json and the card)
+        for shard in shards.get(split, []):  # checksums taken when each shard was written
+            files.append(FileEntry(shard["path"], split, shard["rows"], shard["xxh3_128"]))
+            split_files.setdefault(split, []).append(shard["path"])
+        if state.jsonl:
+            rel = store.jsonl_path(split)
+            files.append(FileEntry(rel, split, stats["by_split"][split], store.file_checksum(folder.path(rel))))
+    # row lengths per category, from the Parquet just finished (stats.json and the card)
     parquet = [folder.path(rel) for files_of_split in split_files.values() for rel in files_of_split]
     stats["row_length"] = {**lengths.parquet_distribution(parquet), "max_chars": getattr(config, "max_chars", lengths.DEFAULT_MAX_CHARS)}
     rejects = sum(stats["rejects_by_reason"].values())

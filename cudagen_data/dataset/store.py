@@ -1,15 +1,17 @@
-"""The dataset folder on disk: append-only JSONL while producing, Parquet when done.
+"""The dataset folder on disk: Parquet shards written as the run goes, JSONL optionally.
 
 Crash safety rests on one rule: a batch is committed by (1) appending its lines to the
-JSONL files and fsyncing them, then (2) atomically replacing ``.cudagen/state.json``,
-which records each file's committed size.  On start every file is cut back to its
-committed size, which removes a torn last line and any half-written batch alike, so a
-run killed at any moment resumes with nothing lost and nothing twice.
+append files (JSONL, rejects, the shard spools of shards.py) and fsyncing them, and
+writing any shard that filled up, then (2) atomically replacing ``.cudagen/state.json``,
+which records each append file's committed size and every finished shard.  On start
+every append file is cut back to its committed size, which removes a torn last line and
+any half-written batch alike, and files the state does not know are removed, so a run
+killed at any moment resumes with nothing lost and nothing twice.
 
 Layout::
 
-    README.md  data/{split}-00000-of-0000N.parquet  jsonl/{split}.jsonl
-    rejects.jsonl  stats.json  manifest.json  .cudagen/state.json
+    README.md  data/{split}-00000-of-0000N.parquet  jsonl/{split}.jsonl (unless --no-jsonl)
+    rejects.jsonl  stats.json  manifest.json  .cudagen/{state.json,spool/,shards/}
 """
 
 from __future__ import annotations
@@ -23,25 +25,22 @@ from pathlib import Path
 import orjson
 
 from ..contracts.manifest import SPLITS
-from ..contracts.row import ROW_SCHEMA
+from . import shards
+from .files import DatasetError, atomic_write, file_checksum, write_json, write_text  # noqa: F401 - the folder's API
+
 
 STATE_DIR = ".cudagen"
 STATE_FILE = f"{STATE_DIR}/state.json"
 REJECTS_FILE = "rejects.jsonl"
 OUTPUT_NAMES = ("README.md", "data", "jsonl", REJECTS_FILE, "stats.json", "manifest.json", STATE_DIR)
-SHARD_ROWS = 50_000  # rows per Parquet file
-ROW_GROUP_ROWS = 500  # small row groups keep the Hub's dataset viewer responsive
-
-
-class DatasetError(Exception):
-    """An expected problem with a dataset folder (message names the file)."""
 
 
 def jsonl_path(split: str) -> str:
     return f"jsonl/{split}.jsonl"
 
 
-APPEND_FILES = tuple(jsonl_path(s) for s in SPLITS) + (REJECTS_FILE,)
+STATE_FORMAT = 2  # 2: rows stream into Parquet shards (shards.py) while the run goes
+JSONL_FILES = tuple(jsonl_path(s) for s in SPLITS)
 
 
 @dataclass
@@ -49,11 +48,19 @@ class RunState:
     """What has been committed so far; saved after every batch."""
 
     fingerprint: str
+    format: int = STATE_FORMAT
     next_batch: int = 0
-    sizes: dict[str, int] = field(default_factory=lambda: {p: 0 for p in APPEND_FILES})
+    sizes: dict[str, int] = field(default_factory=dict)  # append file -> committed bytes
     tally: dict = field(default_factory=dict)  # the run's counts: contracts.RunStats.to_json()
     preambles: dict[str, str] = field(default_factory=dict)
     complete: bool = False
+    jsonl: bool = True  # also write jsonl/{split}.jsonl
+    shard_rows: int = shards.SHARD_ROWS
+    shards: dict[str, list[dict]] = field(default_factory=lambda: {s: [] for s in SPLITS})  # finished: rows, xxh3_128
+    spool_rows: dict[str, int] = field(default_factory=lambda: {s: 0 for s in SPLITS})  # rows in each open spool
+
+    def append_files(self) -> list[str]:
+        return [*(JSONL_FILES if self.jsonl else ()), REJECTS_FILE, *shards.open_spools(self).values()]
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.__dict__, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
@@ -73,9 +80,13 @@ class DatasetFolder:
         if not p.exists():
             return None
         try:
-            return RunState(**orjson.loads(p.read_bytes()))
+            data = orjson.loads(p.read_bytes())
+            state = RunState(**data)
         except (orjson.JSONDecodeError, TypeError) as exc:
             raise DatasetError(f"{p}: unreadable run state ({exc}); use --overwrite to start over") from None
+        if data.get("format") != STATE_FORMAT:
+            raise DatasetError(f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use --overwrite to start over")
+        return state
 
     def has_outputs(self) -> bool:
         return any(self.path(n).exists() for n in OUTPUT_NAMES)
@@ -91,8 +102,8 @@ class DatasetFolder:
 
     def start(self, state: RunState) -> list[str]:
         """Prepare the folder for (re)starting at ``state``; returns notes on repairs made."""
-        notes = []
-        for rel in APPEND_FILES:
+        notes = shards.remove_stale(self.root, state)
+        for rel in state.append_files():
             p = self.path(rel)
             p.parent.mkdir(parents=True, exist_ok=True)
             committed = state.sizes.get(rel, 0)
@@ -108,22 +119,30 @@ class DatasetFolder:
         return notes
 
     def save_state(self, state: RunState) -> None:
-        _atomic_write(self.path(STATE_FILE), state.to_json())
+        atomic_write(self.path(STATE_FILE), state.to_json())
 
     def commit(self, state: RunState, rows_by_split: dict[str, list], rejects: list) -> None:
-        """Append one batch (rows and rejects: contracts or dicts) and record it as committed."""
-        chunks = {jsonl_path(s): rows for s, rows in rows_by_split.items()}
-        chunks[REJECTS_FILE] = rejects
-        for rel, records in chunks.items():
-            if not records:
+        """Append one batch (rows and rejects: contracts or dicts) and record it as committed
+        (see the module docstring)."""
+        lines = {s: [orjson.dumps(r) + b"\n" for r in rows] for s, rows in rows_by_split.items()}
+        appends, filled = shards.plan_appends(state, lines)
+        if state.jsonl:
+            appends.update({jsonl_path(s): ls for s, ls in lines.items()})
+        appends[REJECTS_FILE] = [orjson.dumps(r) + b"\n" for r in rejects]
+        for rel, chunk in appends.items():
+            if not chunk:
                 continue
-            data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+            data = b"".join(chunk)
             with open(self.path(rel), "ab") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             state.sizes[rel] = state.sizes.get(rel, 0) + len(data)
+        for split, index in filled:
+            shards.close_spool(self.root, state, split, index)
         self.save_state(state)
+        for split, index in filled:  # in a shard now, and the state says so
+            self.path(shards.spool_path(split, index)).unlink()
 
     # ---------------------------------------------------------------- reading
 
@@ -141,65 +160,12 @@ class DatasetFolder:
     def iter_rows(self, split: str) -> Iterator[dict]:
         return self.iter_jsonl(jsonl_path(split))
 
+    def iter_committed_hashes(self, state: RunState) -> Iterator[tuple[str, str]]:
+        """(python_hash, cuda_hash) of every committed row, from shards and spools."""
+        return shards.iter_hashes(self.root, state)
+
     # ---------------------------------------------------------------- finishing
 
-    def write_parquet(self, split: str, shard_rows: int = SHARD_ROWS) -> list[tuple[str, int]]:
-        """Write ``split``'s JSONL as Parquet shards; returns [(relative path, rows)]."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        source = self.path(jsonl_path(split))
-        total = sum(1 for _ in open(source, "rb")) if source.exists() else 0
-        n_shards = -(-total // shard_rows)  # an empty split gets no file: loaders reject empty splits
-        data_dir = self.path("data")
-        data_dir.mkdir(exist_ok=True)
-        for old in data_dir.glob(f"{split}-*.parquet"):
-            old.unlink()
-        written = []
-        rows = self.iter_rows(split)
-        for shard in range(n_shards):
-            rel = f"data/{split}-{shard:05d}-of-{n_shards:05d}.parquet"
-            tmp = self.path(rel + ".tmp")
-            count = 0
-            with pq.ParquetWriter(tmp, ROW_SCHEMA, compression="zstd") as writer:
-                while count < shard_rows:
-                    chunk = [r for _, r in zip(range(min(ROW_GROUP_ROWS, shard_rows - count)), rows)]
-                    if not chunk:
-                        break
-                    writer.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)
-                    count += len(chunk)
-            os.replace(tmp, self.path(rel))
-            written.append((rel, count))
-        return written
-
-
-def file_checksum(path: Path) -> str:
-    import xxhash
-
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def write_json(path: Path, obj) -> None:
-    _atomic_write(path, orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
-
-
-def write_text(path: Path, text: str) -> None:
-    _atomic_write(path, text.encode())
+    def finish_shards(self, state: RunState) -> dict[str, list[dict]]:
+        """Last shards written and moved to data/; split -> [{"path", "rows", "xxh3_128"}]."""
+        return shards.finish(self.root, state, self.save_state)

@@ -16,6 +16,7 @@ import orjson
 
 from .. import __version__
 from ..dataset.lengths import DEFAULT_MAX_CHARS
+from ..dataset.shards import SHARD_ROWS
 from ..extract import DEFAULT_ARCH
 from ..extract.levels import DEFAULT_COMPILE_LEVEL, check_level
 
@@ -38,6 +39,8 @@ class ProduceConfig:
     split_ratios: tuple[float, float, float] = DEFAULT_SPLIT_RATIOS
     max_chars: int = DEFAULT_MAX_CHARS  # longer rows (python + forward + backward) are rejected: too_long
     compile_level: str = DEFAULT_COMPILE_LEVEL  # extract/levels.py; part of the fingerprint
+    jsonl: bool = True  # also write jsonl/{split}.jsonl (the Parquet shards are always written)
+    shard_rows: int = SHARD_ROWS  # rows per Parquet shard
 
     def __post_init__(self) -> None:
         check_level(self.compile_level)
@@ -51,6 +54,8 @@ class ProduceConfig:
             raise ValueError(f"--batch-size must be at least 1 (got {self.batch_size})")
         if self.max_chars < 1:
             raise ValueError(f"--max-chars must be at least 1 (got {self.max_chars})")
+        if self.shard_rows < 1:
+            raise ValueError(f"--shard-rows must be at least 1 (got {self.shard_rows})")
 
     def quota(self, category: str) -> int:
         """Rows wanted of ``category``: N / C, the first N % C categories one more."""
@@ -109,4 +114,8 @@ def command_line(config: ProduceConfig) -> str:
         parts.append("--fast")
     elif config.compile_level != DEFAULT_COMPILE_LEVEL:
         parts.append(f"--compile {config.compile_level}")
+    if not config.jsonl:
+        parts.append("--no-jsonl")
+    if config.shard_rows != SHARD_ROWS:
+        parts.append(f"--shard-rows {config.shard_rows}")
     return " ".join(parts)

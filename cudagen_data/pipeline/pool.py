@@ -4,8 +4,12 @@ Executors know nothing of what a batch does.
 ``InlineExecutor`` runs in the calling process (notebooks, tests, ``--workers 0``).
 ``ProcessExecutor`` runs a pool of worker processes (spawned, not forked: Warp and
 LLVM hold threads and global state that a fork would copy half-way).  Both hand back
-results in submission order through futures.  A cluster executor would implement the
-same two methods.
+results in submission order through futures.  ``RayExecutor`` (ray_executor.py) runs the
+same two methods over a Ray cluster; ``make_executor`` picks one.
+
+An executor also says what a dead worker costs (``crash_loses_pool``: a process pool
+loses every future, a Ray cluster only the dead task's) and how to run a group of slots
+on its own while bisecting a crash (``run_alone``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ WorkerLost = BrokenProcessPool
 
 class InlineExecutor:
     workers = 1
+    crash_loses_pool = True  # the crash takes this very process
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         future: cf.Future = cf.Future()
@@ -56,6 +61,8 @@ def _worker_init(parent_pid: int) -> None:
 
 
 class ProcessExecutor:
+    crash_loses_pool = True  # a dead worker breaks the pool: every future fails
+
     def __init__(self, workers: int, max_tasks_per_child: int | None = None):
         self.workers = workers
         self._pool = cf.ProcessPoolExecutor(
@@ -84,13 +91,34 @@ class ProcessExecutor:
         self._pool.shutdown(wait=not kill, cancel_futures=True)
 
 
-def make_executor(workers: int) -> InlineExecutor | ProcessExecutor:
-    # Recycling a worker now and then bounds whatever Warp/LLVM keep per module built.
-    return InlineExecutor() if workers <= 0 else ProcessExecutor(workers, max_tasks_per_child=200)
+EXECUTORS = ("local", "ray")
+MAX_TASKS_PER_WORKER = 200  # recycling a worker now and then bounds what Warp/LLVM keep per module
 
 
-def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *args: Any) -> list:
-    """``fn(*args, items)`` in a process of its own, for items that crashed a worker.
+def make_executor(workers: int, kind: str = "local", ray_address: str | None = None):
+    """``kind`` "local": ``workers`` processes here (0: this process); "ray": Ray tasks on the
+    cluster at ``ray_address``, or on a private local Ray with ``workers`` CPUs."""
+    if kind == "ray":
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(ray_address, num_cpus=workers if workers > 0 else None)
+    if kind != "local":
+        raise ValueError(f"--executor {kind!r}: use one of {', '.join(EXECUTORS)}")
+    return InlineExecutor() if workers <= 0 else ProcessExecutor(workers, max_tasks_per_child=MAX_TASKS_PER_WORKER)
+
+
+def run_in_fresh_process(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` in a process of its own; raises WorkerLost if that process dies."""
+    solo = make_executor(1)
+    try:
+        return solo.submit(fn, *args).result()
+    finally:
+        solo.close(kill=True)
+
+
+def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *args: Any, run_alone: Callable = run_in_fresh_process) -> list:
+    """``fn(*args, items)`` on its own (``run_alone``: a fresh process, or a Ray task), for
+    items that crashed a worker.
 
     ``fn`` returns one result per item.  On a crash, halve and retry (:mod:`..bisect`)
     down to single items, so only an item that crashes its process alone gets
@@ -98,12 +126,9 @@ def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *
     """
 
     def attempt(group: Sequence) -> list | None:
-        solo = make_executor(1)
         try:
-            return solo.submit(fn, *args, list(group)).result()
+            return run_alone(fn, *args, list(group))
         except WorkerLost:
             return [crashed(group[0])] if len(group) == 1 else None
-        finally:
-            solo.close(kill=True)
 
     return bisect_failures(list(items), attempt)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -36,6 +36,7 @@ class ProduceResult:
     notes: list[str]
     resumed: bool
     already_complete: bool = False
+    tasks_by_node: dict[str, int] = field(default_factory=dict)  # Ray: parts of batches each node ran
 
 
 def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> tuple[RunState, bool, list[str]]:
@@ -47,7 +48,7 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
     if state is None:
         if folder.has_outputs():
             raise ProduceError(f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose another --output")
-        state = RunState(fingerprint=fp, tally=RunStats.new(config.categories, SPLITS).to_json())
+        state = RunState(fingerprint=fp, tally=RunStats.new(config.categories, SPLITS).to_json(), jsonl=config.jsonl, shard_rows=config.shard_rows)
         return state, False, folder.start(state)
     if state.fingerprint != fp:
         raise ProduceError(f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this run is ({_describe(fp)}); use --overwrite to start over, or choose another --output")
@@ -73,7 +74,7 @@ def check_compiler(config: ProduceConfig) -> None:
 def _describe(fp: str) -> str:
     d = orjson.loads(fp)
     c = d["config"]
-    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} compile={c.get('compile_level', 'ptx')} fast={c['fast']} batch_size={c['batch_size']} warp={d['versions']['warp']} generator={d['versions']['generator']}"
+    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} compile={c.get('compile_level', 'ptx')} fast={c['fast']} batch_size={c['batch_size']} jsonl={c.get('jsonl', True)} shard_rows={c.get('shard_rows')} warp={d['versions']['warp']} generator={d['versions']['generator']}"
 
 
 class BatchWriter:
@@ -115,8 +116,14 @@ def produce(
     overwrite: bool = False,
     progress: bool = True,
     on_batch: Callable[[BatchResult], None] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> ProduceResult:
-    """Make (or finish) the dataset of ``config`` in ``output``.  Safe to kill at any time."""
+    """Make (or finish) the dataset of ``config`` in ``output``.  Safe to kill at any time.
+
+    ``executor`` is "local" (``workers`` processes on this machine; 0: in this process) or
+    "ray" (Ray tasks on the cluster at ``ray_address``, or on a private local Ray with
+    ``workers`` CPUs when None).  Both give the same rows."""
     if not config.fast:
         check_compiler(config)
     folder = DatasetFolder(output)
@@ -130,11 +137,10 @@ def produce(
 
     stats = RunStats.from_json(state.tally)
     dedup = DedupStage(stats.stages["dedup"])
-    for split in SPLITS:
-        for row in folder.iter_rows(split):
-            dedup.remember(row["python_hash"], row["cuda_hash"])
+    for python_hash, cuda_hash in folder.iter_committed_hashes(state):
+        dedup.remember(python_hash, cuda_hash)
 
-    scheduler = Scheduler(config, workers, state.next_batch, lambda c: stats.accepted[c])
+    scheduler = Scheduler(config, workers, state.next_batch, lambda c: stats.accepted[c], executor, ray_address)
     writer = BatchWriter(folder, state, stats, on_batch)
     bar = _progress_bar(config, stats, progress)
     started, elapsed_before = time.perf_counter(), stats.elapsed_seconds
@@ -160,7 +166,8 @@ def produce(
         scheduler.close()
         if bar is not None:
             bar.close()
-    return ProduceResult(folder.root, finalize(folder, config, state), notes, resumed)
+    tasks_by_node = dict(getattr(scheduler.executor, "tasks_by_node", {}))
+    return ProduceResult(folder.root, finalize(folder, config, state), notes, resumed, tasks_by_node=tasks_by_node)
 
 
 def consume(config: ProduceConfig, result: BatchResult, stats: RunStats, dedup: DedupStage, full) -> tuple[dict[str, list[Row]], list[Reject]]:

@@ -4,7 +4,8 @@ Results come back strictly in submission (= slot) order.  Parts of a category th
 predicted to be full are skipped (not run); a wrong guess is repaired by running them
 after all, so the result is what running every needed slot gives.  A crashed worker
 loses every future of its pool: the unit is re-run with crash isolation
-(:func:`.pool.run_isolated`) and the rest is resubmitted to a new pool.
+(:func:`.pool.run_isolated`) and the rest is resubmitted to a new pool.  On Ray, only the
+dead task is lost (after Ray's own retries): that unit alone is isolated, on the cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from ..contracts.reject import Reject, RejectReason
 from .config import ProduceConfig
-from .pool import WorkerLost, make_executor, run_isolated
+from .pool import WorkerLost, make_executor, run_in_fresh_process, run_isolated
 from .work import BatchResult, SlotOutcome, merge_results, run_batch, worker_stages
 
 # Stop instead of looping forever when generators stop yielding valid, new kernels.
@@ -60,13 +61,12 @@ def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
 
 
 class Scheduler:
-    def __init__(self, config: ProduceConfig, workers: int, next_batch: int, accepted: Callable[[str], int]):
+    def __init__(self, config: ProduceConfig, workers: int, next_batch: int, accepted: Callable[[str], int], executor: str = "local", ray_address: str | None = None):
         self.config = config
-        self.workers = workers
         self.accepted = accepted  # category -> rows accepted so far
-        self.executor = make_executor(workers)
-        self.parts = plan_parts(config, workers)
-        self.window = max(1, 2 * self.executor.workers)
+        self._new_executor = lambda: make_executor(workers, executor, ray_address)
+        self.executor = self._new_executor()
+        self.parts = plan_parts(config, self.executor.workers)
         self.max_batches = -(-config.count * MAX_SLOTS_PER_ROW // config.batch_size) + 1
         self.units: deque[Unit] = deque()  # submitted, in slot order
         self.queued: deque[tuple[int, range]] = deque()  # parts of started batches not yet submitted
@@ -87,7 +87,8 @@ class Scheduler:
     def fill(self) -> None:
         """Submit parts until the window is full (or nothing more is needed)."""
         config = self.config
-        while len(self.units) < self.window:
+        window = max(1, 2 * self.executor.workers)  # read each time: a cluster may grow or shrink
+        while len(self.units) < window:
             if not self.queued:
                 if self.next_batch >= self.max_batches:
                     return
@@ -125,10 +126,13 @@ class Scheduler:
         try:
             return unit.future.result()
         except WorkerLost:
-            # A worker died (a kernel crashed native code): every future of the pool is lost.
+            # A worker died (a kernel crashed native code).
+            if not self.executor.crash_loses_pool:  # only this unit is lost: isolate it there
+                return isolate_crash(self.config, unit.batch, unit.slots, unit.skip, self.executor.run_alone)
+            # every future of the pool is lost
             self.executor.close(kill=True)
             result = isolate_crash(self.config, unit.batch, unit.slots, unit.skip)
-            self.executor = make_executor(self.workers)
+            self.executor = self._new_executor()
             for other in self.units:
                 self._submit(other)
             return result
@@ -137,7 +141,7 @@ class Scheduler:
         self.executor.close(kill=True)  # whatever still runs was speculative: not needed
 
 
-def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset) -> BatchResult:
+def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset, run_alone=run_in_fresh_process) -> BatchResult:
     """Re-run ``slots`` of ``batch`` with crash isolation: a slot that crashes its process
     alone is rejected (``worker_crash``), deterministically; the others run as usual."""
     live = [s for s in slots if config.slot(s)[0] not in skip]
@@ -148,7 +152,7 @@ def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset) -> 
         reject = Reject(slot, category, None, None, RejectReason.WORKER_CRASH, "the worker process died running this kernel alone", "", None)
         return BatchResult(batch, [SlotOutcome(slot, category, reject=reject, path=path)])
 
-    return merge_results(batch, run_isolated(run_slots_apart, live, crashed, config, batch, skip))
+    return merge_results(batch, run_isolated(run_slots_apart, live, crashed, config, batch, skip, run_alone=run_alone))
 
 
 def run_slots_apart(config: ProduceConfig, batch: int, skip: frozenset, slots: list[int]) -> list[BatchResult]:

@@ -1,0 +1,190 @@
+"""Parquet shards written while a run goes on, so the driver holds no rows and a run's
+memory and disk stay flat however long it is.
+
+Each split's accepted rows are appended, batch by batch, to a *spool*
+(``.cudagen/spool/{split}-NNNNN.jsonl``), an append file like every other: its committed
+size is in the run state and a restart cuts it back to that size (store.py).  When spool
+``N`` holds ``shard_rows`` rows, the same commit turns it into the Parquet file
+``.cudagen/shards/{split}-NNNNN.parquet`` (temporary name, fsync, rename) and the state save
+that ends the commit records the shard (rows, checksum) and moves on to spool ``N + 1``;
+only then is spool ``N`` deleted.  A kill at any point leaves either the old state (the new
+spool and shard files are stale and removed on restart) or the new one (the old spool is
+stale and removed), never half of each.
+
+Shard boundaries fall every ``shard_rows`` rows of a split, whatever the batches, so they
+are the same for every executor and every restart.  The total number of shards of a split
+is known only at the end: :func:`finish` rolls each last spool into a shard and moves the
+shards to Hugging Face's names, ``data/{split}-NNNNN-of-MMMMM.parquet`` (rename only; a
+kill during it is finished by the next run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from .files import DatasetError, atomic_replace, file_checksum, fsync_dir
+
+SPOOL_DIR = ".cudagen/spool"
+STAGED_DIR = ".cudagen/shards"
+# 10,000 rows is ~40-150 MB of Parquet (rows with test vectors run 4-15 KB uncompressed):
+# far under the Hub's 20 GB per file and 10,000 files per folder even at 100M rows.
+SHARD_ROWS = 10_000
+ROW_GROUP_ROWS = 500  # small row groups keep the Hub's dataset viewer responsive
+
+
+def _splits(state) -> list[str]:
+    """The state's splits in their fixed order (train, validation, test): state.json sorts keys."""
+    from ..contracts.manifest import SPLITS
+
+    return [s for s in SPLITS if s in state.shards]
+
+
+def spool_path(split: str, index: int) -> str:
+    return f"{SPOOL_DIR}/{split}-{index:05d}.jsonl"
+
+
+def staged_path(split: str, index: int) -> str:
+    return f"{STAGED_DIR}/{split}-{index:05d}.parquet"
+
+
+def final_path(split: str, index: int, total: int) -> str:
+    return f"data/{split}-{index:05d}-of-{total:05d}.parquet"
+
+
+def open_spools(state) -> dict[str, str]:
+    """split -> the spool the next rows of that split go to."""
+    return {split: spool_path(split, len(state.shards[split])) for split in _splits(state)}
+
+
+def plan_appends(state, lines_by_split: dict[str, list[bytes]]) -> tuple[dict[str, list[bytes]], list[tuple[str, int]]]:
+    """Spread new row lines over spools, ``shard_rows`` to a spool.  Returns (spool path ->
+    lines to append, [(split, index) of spools this fills]) and advances
+    ``state.spool_rows``; the caller writes, then calls :func:`close_spool` for each."""
+    appends: dict[str, list[bytes]] = {}
+    filled: list[tuple[str, int]] = []
+    for split, lines in lines_by_split.items():
+        index = len(state.shards[split])
+        i = 0
+        while i < len(lines):
+            room = state.shard_rows - state.spool_rows[split]
+            take = lines[i : i + room]
+            appends.setdefault(spool_path(split, index), []).extend(take)
+            state.spool_rows[split] += len(take)
+            i += len(take)
+            if state.spool_rows[split] == state.shard_rows:
+                filled.append((split, index))
+                state.spool_rows[split] = 0
+                index += 1
+    return appends, filled
+
+
+def close_spool(root: Path, state, split: str, index: int) -> None:
+    """Write spool ``index`` of ``split`` as its Parquet shard and record it in ``state``
+    (not saved here: the caller's state save commits it)."""
+    rel = spool_path(split, index)
+    rows, checksum = write_shard(root / rel, root / staged_path(split, index))
+    state.shards[split].append({"rows": rows, "xxh3_128": checksum})
+    state.sizes.pop(rel, None)
+
+
+def write_shard(spool: Path, target: Path) -> tuple[int, str]:
+    """Parquet from a spool of JSON lines, ROW_GROUP_ROWS rows in memory at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..contracts.row import ROW_SCHEMA
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    count = 0
+    with open(spool, "rb") as lines, pq.ParquetWriter(tmp, ROW_SCHEMA, compression="zstd") as writer:
+        while True:
+            chunk = [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines)]
+            if not chunk:
+                break
+            writer.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)
+            count += len(chunk)
+    atomic_replace(tmp, target)
+    return count, file_checksum(target)
+
+
+def remove_stale(root: Path, state) -> list[str]:
+    """Delete spools and staged shards the state does not know (a commit cut short)."""
+    notes = []
+    keep_spools = set(open_spools(state).values())
+    keep_shards = {staged_path(s, i) for s, done in state.shards.items() for i in range(len(done))}
+    for folder, keep in ((SPOOL_DIR, keep_spools), (STAGED_DIR, keep_shards)):
+        d = root / folder
+        if not d.is_dir():
+            continue
+        for entry in sorted(d.iterdir()):
+            rel = f"{folder}/{entry.name}"
+            if rel not in keep:
+                entry.unlink()
+                if not entry.name.endswith(".tmp"):
+                    notes.append(f"{rel}: removed (not committed, or already in a shard)")
+    return notes
+
+
+def shard_file(root: Path, split: str, index: int, total: int) -> Path:
+    """Where shard ``index`` of ``split`` is now: staged while running, under data/ once moved."""
+    staged = root / staged_path(split, index)
+    return staged if staged.exists() else root / final_path(split, index, total)
+
+
+def iter_hashes(root: Path, state) -> Iterator[tuple[str, str]]:
+    """(python_hash, cuda_hash) of every committed row: what dedup must remember on resume."""
+    import pyarrow.parquet as pq
+
+    for split, done in state.shards.items():
+        for index in range(len(done)):
+            path = shard_file(root, split, index, len(done))
+            try:
+                pf = pq.ParquetFile(path)
+            except (OSError, ValueError) as exc:
+                raise DatasetError(f"{path}: committed shard unreadable ({type(exc).__name__}); use --overwrite to start over") from None
+            for batch in pf.iter_batches(columns=["python_hash", "cuda_hash"]):
+                yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
+        spool = root / spool_path(split, len(done))
+        if spool.exists():
+            with open(spool, "rb") as f:
+                for line in f:
+                    row = orjson.loads(line)
+                    yield row["python_hash"], row["cuda_hash"]
+
+
+def finish(root: Path, state, save_state) -> dict[str, list[dict]]:
+    """Roll every non-empty spool into a last shard, move all shards to their final names,
+    and return split -> [{"path", "rows", "xxh3_128"}] in shard order.  Idempotent."""
+    for split in _splits(state):
+        if state.spool_rows[split]:
+            close_spool(root, state, split, len(state.shards[split]))
+            state.spool_rows[split] = 0
+            save_state(state)
+            (root / spool_path(split, len(state.shards[split]) - 1)).unlink()
+    for rel in open_spools(state).values():  # empty now: nothing more will be appended
+        (root / rel).unlink(missing_ok=True)
+    out: dict[str, list[dict]] = {}
+    data = root / "data"
+    data.mkdir(exist_ok=True)
+    for split in _splits(state):
+        done = state.shards[split]
+        total = len(done)
+        names = set()
+        for index, shard in enumerate(done):
+            src, dst = root / staged_path(split, index), root / final_path(split, index, total)
+            if src.exists():
+                os.replace(src, dst)
+            elif not dst.exists():
+                raise DatasetError(f"{dst}: committed shard missing (neither staged nor moved); use --overwrite to start over")
+            names.add(dst.name)
+            out.setdefault(split, []).append({"path": final_path(split, index, total), "rows": shard["rows"], "xxh3_128": shard["xxh3_128"]})
+        for old in data.glob(f"{split}-*.parquet"):
+            if old.name not in names:
+                old.unlink()  # an earlier layout of this folder (e.g. before an --overwrite)
+    fsync_dir(data)
+    return out

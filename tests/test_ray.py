@@ -1,0 +1,251 @@
+"""`--executor ray`: same output as local processes, under worker kills, driver kills and a
+node joining.  Every Ray process runs on 127.0.0.1, is started here and stopped here.
+
+On Linux, Ray replaces 127.0.0.1 by the machine's routable address unless
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which keeps every node on loopback but makes `ray start
+--address` refuse to add a node; so the second node is added with Ray's own
+``ray.cluster_utils.Cluster`` (a separate raylet and object store, as `ray start --address`
+starts), and `ray start --head` serves the driver-kill test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cudagen_data.pipeline.config import ProduceConfig
+from cudagen_data.pipeline.producer import produce
+from cudagen_data.pipeline.work import CRASH_ENV
+
+from test_produce import CATS, cli, comparable
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (see above); read when ray is imported
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # drivers joining a `ray start` cluster need it said (Ray 2.60)
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'cudagen-data[ray]'")
+
+OBJECT_STORE = 200 * 2**20
+RAY_BIN = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _title(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _running_tasks(under: int) -> list[int]:
+    """Ray workers below process ``under`` that are running a batch now (Ray titles a
+    worker ``ray::<task>`` while it runs one, ``ray::IDLE`` otherwise)."""
+    return [p for p in _descendants(under) if _title(p).startswith("ray::_on_worker")]
+
+
+@pytest.fixture
+def local_ray(request):
+    """A private Ray instance in this process, 127.0.0.1, 2 CPUs, small object store."""
+    env_vars = getattr(request, "param", None) or {}
+    ray.init(address="local", num_cpus=2, object_store_memory=OBJECT_STORE, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, logging_level="warning", runtime_env={"env_vars": env_vars} if env_vars else None)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+class RayHead:
+    """`ray start --head --block` on 127.0.0.1 in its own process group; stop() ends that group only."""
+
+    def __init__(self, port: int, log: Path):
+        self.address = f"127.0.0.1:{port}"
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen([RAY_BIN, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                                          "--num-cpus", "1", "--object-store-memory", str(OBJECT_STORE), "--include-dashboard", "false",
+                                          "--disable-usage-stats"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        t0 = time.time()
+        while b"Ray runtime started" not in self.log.read_bytes():
+            assert self.proc.poll() is None, f"ray start --head failed: {self.log.read_text()[-2000:]}"
+            assert time.time() - t0 < timeout, f"ray start --head did not come up: {self.log.read_text()[-2000:]}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # and anything left in its group
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """A one-CPU head node started with `ray start --head`; yields its address."""
+    head = RayHead(_free_port(), tmp_path / "ray-head.log")
+    try:
+        head.wait_ready()
+        yield head.address
+    finally:
+        head.stop()
+
+
+@pytest.fixture
+def cluster():
+    """A one-CPU head node from Ray's cluster utility, to which the test adds a node."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=OBJECT_STORE, include_dashboard=False))
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+FAST = dict(categories=CATS, seed=21, fast=True)
+
+
+def test_ray_writes_what_local_processes_write(local_ray, tmp_path):
+    config = ProduceConfig(count=60, batch_size=8, shard_rows=16, **FAST)
+    produce(config, tmp_path / "local", workers=2, progress=False)
+    result = produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+    assert sum(result.tasks_by_node.values()) >= 60 // 8  # the batches did run as Ray tasks
+
+
+@pytest.mark.parametrize("local_ray", [{CRASH_ENV: "13"}], indirect=True)
+def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, tmp_path, monkeypatch):
+    """Every try of the task dies; the driver bisects to the slot, as with local processes."""
+    monkeypatch.setenv(CRASH_ENV, "13")  # the Ray workers have it from the runtime env
+    config = ProduceConfig(count=30, batch_size=8, **FAST)
+    produce(config, tmp_path / "local", workers=2, progress=False)
+    produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+    rejects = [orjson.loads(line) for line in (tmp_path / "ray" / "rejects.jsonl").read_bytes().splitlines()]
+    assert [(r["slot"], r["reason"]) for r in rejects if r["reason"] == "worker_crash"] == [(13, "worker_crash")]
+    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+
+
+def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(local_ray, tmp_path):
+    config = ProduceConfig(count=600, batch_size=50, **FAST)
+    produce(config, tmp_path / "local", workers=2, progress=False)
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        me = os.getpid()
+        while not stop.is_set() and len(killed) < 2:
+            running = _running_tasks(me)
+            if running:
+                os.kill(running[0], signal.SIGKILL)
+                killed.append(running[0])
+                time.sleep(1.0)
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+    finally:
+        stop.set()
+        thread.join()
+    assert killed, "no Ray worker was caught running a batch"
+    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+
+
+def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
+    address = ray_head
+    args = ["produce", "--count", "900", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8",
+            "--shard-rows", "40", "--no-jsonl", "--no-progress"]
+    assert cli(*args, "--workers", "1", "--output", str(tmp_path / "ref")).returncode == 0
+    out = tmp_path / "killed"
+    ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
+    rng = random.Random(99)
+    kills = 0
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *ray_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        # kill only once the driver has committed something (Ray start-up is not the point)
+        t0 = time.time()
+        while proc.poll() is None and not (out / ".cudagen" / "state.json").exists() and time.time() - t0 < 60:
+            time.sleep(0.1)
+        time.sleep(rng.uniform(1.0, 3.0))
+        if proc.poll() is not None:
+            break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    assert kills >= 2, "the run finished before it could be killed twice; make it longer"
+    res = cli(*ray_args)
+    assert res.returncode == 0, res.stderr
+    assert comparable(out) == comparable(tmp_path / "ref")
+
+
+def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
+    config = ProduceConfig(count=1500, batch_size=25, **FAST)
+    produce(config, tmp_path / "local", workers=2, progress=False)
+    joined: list = []
+
+    def on_batch(result) -> None:
+        if not joined:  # the run is going on the head node alone: add a second node now
+            joined.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE))
+            cluster.wait_for_nodes()
+
+    result = produce(config, tmp_path / "ray", progress=False, executor="ray", ray_address=cluster.address, on_batch=on_batch)
+    assert joined
+    assert len(result.tasks_by_node) == 2, f"tasks per node: {dict(result.tasks_by_node)}"
+    assert min(result.tasks_by_node.values()) >= 2
+    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+
+
+def test_without_ray_one_line_says_how_to_install(tmp_path):
+    code = ("import sys\nsys.modules['ray'] = None\nfrom cudagen_data.cli import app\n"
+            "app(['produce', '--count', '3', '--fast', '--executor', 'ray', '--no-progress', '--output', sys.argv[1]])\n")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x")], capture_output=True, text=True)
+    assert res.returncode == 1
+    assert res.stderr.strip() == "error: --executor ray needs Ray: pip install 'cudagen-data[ray]'"
+
+
+def test_bad_ray_address_is_one_line(tmp_path):
+    res = cli("produce", "--count", "3", "--fast", "--executor", "ray", "--ray-address", f"127.0.0.1:{_free_port()}",
+              "--no-progress", "--output", str(tmp_path / "x"), timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("error: --executor ray: cannot start or reach the Ray cluster at 127.0.0.1:")
