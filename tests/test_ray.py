@@ -156,7 +156,12 @@ def test_ray_writes_what_local_processes_write(local_ray, tmp_path):
 @pytest.mark.parametrize("local_ray", [{CRASH_ENV: "13"}], indirect=True)
 def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, tmp_path, monkeypatch):
     """Every try of the task dies; the driver bisects to the slot, as with local processes."""
+    from cudagen_data.pipeline import ray_executor
+
     monkeypatch.setenv(CRASH_ENV, "13")  # the Ray workers have it from the runtime env
+    # fewer tries than in production: every try of a crashing slot costs a Ray worker start
+    monkeypatch.setattr(ray_executor, "TASK_RETRIES", 1)
+    monkeypatch.setattr(ray_executor, "ISOLATED_RETRIES", 0)
     config = ProduceConfig(count=30, batch_size=8, **FAST)
     produce(config, tmp_path / "local", workers=2, progress=False)
     produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")

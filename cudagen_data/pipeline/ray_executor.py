@@ -79,7 +79,7 @@ class RayExecutor:
         *,
         num_cpus: int | None = None,
         object_store_memory: int | None = LOCAL_OBJECT_STORE_BYTES,
-        task_retries: int = TASK_RETRIES,
+        task_retries: int | None = None,
     ):
         ray = _import_ray(private=not address)
         self._ray = ray
@@ -102,7 +102,7 @@ class RayExecutor:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise ProduceError(f"--executor ray: cannot start or reach {where} ({_one_line(exc)})") from None
         remote = ray.remote(max_calls=MAX_CALLS)(_on_worker)
-        self._task = remote.options(num_cpus=1, max_retries=task_retries, retry_exceptions=False)
+        self._task = remote.options(num_cpus=1, max_retries=TASK_RETRIES if task_retries is None else task_retries, retry_exceptions=False)
         self._isolated = remote.options(num_cpus=1, max_retries=ISOLATED_RETRIES, retry_exceptions=False)
         self._refs: set = set()
         self._workers_at = (0.0, 1)
