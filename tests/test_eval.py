@@ -402,3 +402,58 @@ def test_compile_many_finds_the_failing_units(with_lines):
         assert verdicts[3].log == f"cudagen.cu({own_line}): error: bad thing" and len(calls) == 2
     else:  # halved down to the failing units
         assert len(calls) > 2 and verdicts[3].log == "error: bad thing somewhere"
+
+
+def test_rows_sharing_an_id_keep_their_own_kernel_shapes():
+    """A row's id is the hash of its canonical Python (names renamed), so a renamed copy of
+    a kernel shares it while its CUDA's kernel name (Warp's hash of the exact source) does
+    not.  The GPU suite met this (a generated tile reduction and the handmade tile_sum):
+    the judge keyed its per-row caches by id and expected one row's kernel name of the
+    other's own CUDA."""
+    from cudagen_data.canonical import canonical_hashes
+    from cudagen_data.eval.score import row_key
+    from cudagen_data.extract import extract_source
+
+    (tile,) = kernel_rows.make_rows(["tile"])
+    renamed_source = tile["python_source"].replace("t = ", "tt = ").replace("(t)", "(tt)").replace("total", "acc")
+    assert canonical_hashes(renamed_source)[0] == tile["id"]
+    k = extract_source(renamed_source, block_dim=tile["block_dim"], arch=tile["compile"]["arch"]).kernels[0]
+    twin = {**tile, "python_source": renamed_source, "cuda_forward": k.forward, "cuda_backward": k.backward, "device_functions": k.device_functions}
+    assert kernel_shape(twin["cuda_forward"]).name != kernel_shape(tile["cuda_forward"]).name
+    assert row_key(twin) != row_key(tile)
+    pairs = [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in (tile, twin, tile)]
+    with Scorer("cpu", full_compile=False, seed=1) as s:
+        scores = s.score_many(pairs)
+    assert [(sc.reached, sc.failed) for sc in scores] == [("compile", None)] * 3, [sc.failed for sc in scores]
+
+
+@pytest.mark.parametrize("arch", [None, 90])
+def test_a_tile_rows_candidate_is_substituted_for_another_arch(arch):
+    """The GPU build compiles the row's module for the device (sm_90 on an H100) where the
+    row was made for another arch: the kernel Warp names there must still be the recorded
+    one, so the candidate replaces it (here: compiled to PTX for that arch, no GPU)."""
+    from cudagen_data.eval.run import compile_substituted
+
+    (tile,) = kernel_rows.make_rows(["tile"])
+    row = tile if arch is None else {**tile, "compile": {**tile["compile"], "arch": arch}}
+    assert arch is None or arch != tile["compile"]["arch"]
+    candidate = tile["cuda_forward"].replace("// forward", "// forward (the candidate's)", 1)
+    assert candidate != tile["cuda_forward"]
+    assert "// forward (the candidate's)" in compile_substituted(row, candidate)
+
+
+def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
+    """writes_zeros once assigned a zero to what a store writes; where that is one of
+    Warp's constants (`const wp::int32 var_15 = 1;`, the forward_only row's atomic_add of 1)
+    the mutant did not compile, so it failed at compile instead of run (GPU suite)."""
+    rows = kernel_rows.make_rows(["forward_only", "tile"])
+    pairs, expected = [], []
+    for row in rows:
+        for m in make_mutants(row, rows):
+            pairs.append((row, Candidate(row["id"], m.forward)))
+            expected.append((row["kernel_name"], m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage]))
+    assert ("peak_and_bins", "writes_zeros", "compile") in expected and ("tile_sum", "writes_zeros", "compile") in expected
+    with Scorer("cpu", full_compile=True, seed=1) as s:
+        scores = s.score_many(pairs)
+    got = [(name, kind, sc.reached) for (name, kind, _), sc in zip(expected, scores)]
+    assert got == expected, [(e, sc.failed) for e, g, sc in zip(expected, got, scores) if e != g]

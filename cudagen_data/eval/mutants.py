@@ -50,6 +50,7 @@ _LOOP = re.compile(r"for \(size_t _idx = (?P<start>[^;]*);\s*_idx < dim\.size;\s
 _GUARD = re.compile(r"\n[ \t]*if \(_idx >= dim\.size\) return;")
 _TID = re.compile(r"(?P<stmt>(?P<var>var_\w+) = builtin_tid1d\(\);|builtin_tid\dd\((?P<first>var_\w+)[^;]*\);)")
 _STORE = re.compile(r"(wp::(?:array_store|atomic_\w+|tile_store|tile_atomic_add)(?:<[^;()]*>)?\([^;]*?,\s*)(var_\w+)\);")
+_CONST_DECL = re.compile(r"^[ \t]*const [^;=\n]*?\b(var_\w+) =", re.M)
 _BODY_START = re.compile(r"\n[ \t]*// forward\n")
 
 
@@ -89,7 +90,16 @@ def bounds_check_dropped(forward: str) -> str | None:
 def writes_zeros(forward: str) -> str | None:
     at = _body_at(forward)
     head, body = forward[:at], forward[at:]
-    new, n = _STORE.subn(lambda m: f"{m.group(1)}({m.group(2)} = decltype({m.group(2)}){{}}));", body)
+    constants = set(_CONST_DECL.findall(forward))
+
+    def zero(m: re.Match) -> str:
+        var = m.group(2)
+        # a constant (Warp declares literals `const T var = 1;`) cannot be assigned: pass a zero of its type;
+        # anything else is zeroed in place (a tile passed by reference cannot be a temporary)
+        value = f"decltype({var}){{}}" if var in constants else f"({var} = decltype({var}){{}})"
+        return f"{m.group(1)}{value});"
+
+    new, n = _STORE.subn(zero, body)
     return head + new if n else None
 
 

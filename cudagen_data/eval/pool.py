@@ -20,6 +20,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
+from .score import row_key
+
 EXIT_CONTEXT_LOST = 3
 REFERENCE_CACHE = 64  # rows whose reference a worker keeps
 # A candidate that never finishes (an endless loop on the GPU) must not stall the run: its
@@ -53,7 +55,7 @@ def process_job(job: Job, device: str, cache: OrderedDict):
     from .reference import ReferenceUnavailable, compute_reference
     from .run import CandidateBuildFailed, candidate_kernel, judge_set, run_guarded
 
-    key = (str(job.row["id"]), job.seed)
+    key = (row_key(job.row), job.seed)
     ref = cache.get(key)
     if ref is None:
         try:
@@ -143,7 +145,7 @@ class _Worker:
     def give(self, job: Job) -> None:
         self.job, self.done, self.referenced = job, set(), False
         self.progress = time.monotonic()
-        self.rows.add(str(job.row["id"]))
+        self.rows.add(row_key(job.row))
         try:
             self.conn.send(job)
         except (BrokenPipeError, OSError):
@@ -180,9 +182,9 @@ class WorkerPool:
         while queue or any(w.job for w in self.workers):
             for w in self.workers:
                 if w.job is None and queue:
-                    rid = str(queue[0].row["id"])
+                    rid = row_key(queue[0].row)
                     # a job for a row this worker has the reference of, if any waits
-                    pick = next((j for j in queue if str(j.row["id"]) in w.rows), None) if rid not in w.rows else queue[0]
+                    pick = next((j for j in queue if row_key(j.row) in w.rows), None) if rid not in w.rows else queue[0]
                     pick = pick or queue[0]
                     queue.remove(pick)
                     w.give(pick)

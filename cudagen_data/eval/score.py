@@ -81,6 +81,18 @@ class Score:
                 "stages": [asdict(s) for s in self.stages], "notes": self.notes}  # fmt: skip
 
 
+def row_key(row: dict) -> str:
+    """What the judge's per-row caches are keyed by: the row's id AND what it recorded.
+
+    A row's id is the hash of its canonical Python (names renamed), so two rows whose
+    kernels differ only in naming share an id while their CUDA (whose kernel name carries
+    Warp's hash of the exact source and options) differs: keyed by id alone, one row's
+    kernel name and signature would be expected of the other's candidates."""
+    parts = (row["python_source"], row["cuda_forward"], row["cuda_backward"] or "", row["device_functions"] or "",
+             str(row["block_dim"]), str(row["compile"]["arch"]), row["preamble_hash"])  # fmt: skip
+    return f"{row['id']}:{text_hash(chr(0).join(parts))}"
+
+
 class RowProblem(Exception):
     """A dataset row the judge cannot use (one line; not the candidate's fault)."""
 
@@ -151,15 +163,15 @@ class Scorer:
     # ------------------------------------------------------------------ stages
 
     def _shape(self, row: dict) -> tuple[KernelShape, KernelShape | None]:
-        rid = str(row["id"])
-        if rid not in self._shapes:
+        rid, key = str(row["id"]), row_key(row)
+        if key not in self._shapes:
             try:
                 fwd = kernel_shape(row["cuda_forward"])
                 bwd = kernel_shape(row["cuda_backward"]) if row["cuda_backward"] else None
             except StructureError as exc:
                 raise RowProblem(f"row {rid}: its own CUDA: {exc}") from None
-            self._shapes[rid] = (fwd, bwd)
-        return self._shapes[rid]
+            self._shapes[key] = (fwd, bwd)
+        return self._shapes[key]
 
     def _preamble(self, row: dict, preambles: dict[str, str] | None) -> str:
         h = row["preamble_hash"]
@@ -235,7 +247,7 @@ class Scorer:
         by_row: dict[str, Job] = {}
         for i in to_run:
             row, cand = pairs[i]
-            job = by_row.setdefault(str(row["id"]), Job(row, self.seed, []))
+            job = by_row.setdefault(row_key(row), Job(row, self.seed, []))
             job.candidates.append((i, cand.forward, cand.backward))
         jobs = list(by_row.values())
         if self._isolate:
