@@ -127,7 +127,8 @@ def test_first_batch_is_cut_fine_then_normal():
     config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
     assert first_batch_parts(config, 1) == 10
     scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
-    scheduler.config, scheduler.parts, scheduler.window = config, 1, 1000
+    scheduler.config, scheduler.parts = config, 1
+    scheduler.executor = __import__("types").SimpleNamespace(workers=500)  # a window of 1,000 units
     scheduler.units, scheduler.queued, scheduler.inflight = __import__("collections").deque(), __import__("collections").deque(), __import__("collections").Counter()
     scheduler.next_batch = scheduler.first_batch = 3
     scheduler.max_batches = 5

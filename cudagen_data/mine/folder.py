@@ -16,6 +16,8 @@ import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, FileEntry, Manifest
 from ..dataset import store
+from ..dataset.files import atomic_write
+from ..dataset.shards import ROW_GROUP_ROWS, SHARD_ROWS
 from ..contracts.manifest import SPLITS
 from .rows import REAL_ROW_SCHEMA, kernel_shape_hash
 
@@ -58,17 +60,17 @@ def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dic
         part = [{k: v for k, v in r.items() if k != "split"} for r in rows if r["split"] == split]
         if not part:
             continue
-        n_shards = -(-len(part) // store.SHARD_ROWS)
+        n_shards = -(-len(part) // SHARD_ROWS)
         for shard in range(n_shards):
-            chunk = part[shard * store.SHARD_ROWS:(shard + 1) * store.SHARD_ROWS]
+            chunk = part[shard * SHARD_ROWS:(shard + 1) * SHARD_ROWS]
             rel = f"{DATA_DIR}/{split}-{shard:05d}-of-{n_shards:05d}.parquet"
             tmp = root / (rel + ".tmp")
             pq.write_table(pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA), tmp, compression="zstd",
-                           row_group_size=store.ROW_GROUP_ROWS)
+                           row_group_size=ROW_GROUP_ROWS)
             os.replace(tmp, root / rel)
             files.append(FileEntry(rel, split, len(chunk), store.file_checksum(root / rel), CONFIG))
     rejects_data = b"".join(orjson.dumps(r) + b"\n" for r in rejects)
-    store._atomic_write(root / REJECTS_FILE, rejects_data)
+    atomic_write(root / REJECTS_FILE, rejects_data)
     files.append(FileEntry(REJECTS_FILE, None, len(rejects), store.file_checksum(root / REJECTS_FILE), CONFIG))
 
     if (root / MANIFEST_FILE).exists():
