@@ -20,7 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from .score import row_key
+from .structure import row_key
 
 EXIT_CONTEXT_LOST = 3
 REFERENCE_CACHE = 64  # rows whose reference a worker keeps

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..canonical import text_hash
 from .compile import FULL_COMPILER, FULL_NAME, Unit, Verdict, compile_many, default_threads, front_end_compiler
-from .structure import KernelShape, StructureError, check_candidate, kernel_shape
+from .structure import KernelShape, StructureError, check_candidate, kernel_shape, row_key
 
 STAGES = ("structure", "compile", "run")
 REWARD = {"none": 0.0, "structure": 0.1, "compile": 0.3, "run": 1.0}
@@ -79,18 +79,6 @@ class Score:
     def to_dict(self) -> dict:
         return {"row_id": self.row_id, "reached": self.reached, "reward": self.reward, "complete": self.complete,
                 "stages": [asdict(s) for s in self.stages], "notes": self.notes}  # fmt: skip
-
-
-def row_key(row: dict) -> str:
-    """What the judge's per-row caches are keyed by: the row's id AND what it recorded.
-
-    A row's id is the hash of its canonical Python (names renamed), so two rows whose
-    kernels differ only in naming share an id while their CUDA (whose kernel name carries
-    Warp's hash of the exact source and options) differs: keyed by id alone, one row's
-    kernel name and signature would be expected of the other's candidates."""
-    parts = (row["python_source"], row["cuda_forward"], row["cuda_backward"] or "", row["device_functions"] or "",
-             str(row["block_dim"]), str(row["compile"]["arch"]), row["preamble_hash"])  # fmt: skip
-    return f"{row['id']}:{text_hash(chr(0).join(parts))}"
 
 
 class RowProblem(Exception):
