@@ -359,14 +359,7 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
         if not run.ok:
             fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
             continue
-        for kind, want, got in (("output", outputs, run.outputs), ("input gradient", in_grads, run.input_grads)):
-            for name, expected in want.items():
-                if name not in got:
-                    fail(i, "cpu_execution", f"{kind} {name!r} was not produced")
-                    continue
-                err = max_error_beyond(got[name], expected, rtol, atol)
-                if err is not None:
-                    fail(i, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+        _compare_with_recorded(lambda m: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol)
     # The gradient check again, from scratch, where the row says its backward is verified.
     verified = [(spec, point, i) for spec, point, (i, _, _) in zip(specs, given, recorded) if chunk[i][1]["gradient_check"]["status"] == "verified"]
     if verified:
@@ -378,6 +371,19 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
             if check.status != "verified":
                 fail(i, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
     return reports
+
+
+def _compare_with_recorded(fail, outputs: dict, in_grads: dict, got_outputs: dict, got_grads: dict, rtol: float, atol: float) -> None:
+    """Report (through ``fail(message)``) every recorded output or input gradient that a re-run
+    did not produce or produced differently."""
+    for kind, want, got in (("output", outputs, got_outputs), ("input gradient", in_grads, got_grads)):
+        for name, expected in want.items():
+            if name not in got:
+                fail(f"{kind} {name!r} was not produced")
+                continue
+            err = max_error_beyond(got[name], expected, rtol, atol)
+            if err is not None:
+                fail(f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
 
 
 def _rerun_real(located: list[int], chunk: list[tuple[str, dict]], reports: list[ValidationReport], fail, rtol: float, atol: float) -> None:
@@ -396,14 +402,7 @@ def _rerun_real(located: list[int], chunk: list[tuple[str, dict]], reports: list
             fail(i, "cpu_execution", rerun.error)
             continue
         _, outputs, _, in_grads = recorded_run(row)
-        for kind, want, got in (("output", outputs, rerun.outputs), ("input gradient", in_grads, rerun.input_grads)):
-            for name, expected in want.items():
-                if name not in got:
-                    fail(i, "cpu_execution", f"{kind} {name!r} was not produced")
-                    continue
-                err = max_error_beyond(got[name], expected, rtol, atol)
-                if err is not None:
-                    fail(i, "cpu_execution", f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
+        _compare_with_recorded(lambda m: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
         recorded_status = row["gradient_check"]["status"]
         if rerun.gradient_check is not None:
             reports[i].checks_run["gradient_check"] += 1

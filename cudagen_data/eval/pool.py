@@ -97,15 +97,9 @@ def process_job(job: Job, device: str, cache: OrderedDict):
 
 
 def _context_usable(device: str) -> bool:
-    from .. import warp_boundary
+    from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 
-    wp = warp_boundary.warp()
-    try:
-        with warp_boundary.quiet_stderr():
-            wp.synchronize_device(device)
-        return True
-    except RuntimeError:
-        return False
+    return context_usable(device)
 
 
 def _worker_main(conn, device: str) -> None:
