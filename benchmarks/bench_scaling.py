@@ -41,8 +41,9 @@ def one_run(config, workers: int, executor: str, out: Path) -> tuple[float, int,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="1,2", help="comma-separated worker counts")
-    ap.add_argument("--count", type=int, default=0, help="pairs per run (default: --pairs-per-worker x workers, at least 200)")
+    ap.add_argument("--count", type=int, default=0, help="pairs per run (default: --pairs-per-worker x workers, at least --min-count)")
     ap.add_argument("--pairs-per-worker", type=int, default=100)
+    ap.add_argument("--min-count", type=int, default=200, help="at least this many pairs per run")
     ap.add_argument("--fast", action="store_true", help="--fast runs (codegen only) instead of full validation")
     ap.add_argument("--batch-size", type=int, default=100)
     args = ap.parse_args()
@@ -59,7 +60,7 @@ def main() -> int:
     rows = []
     try:
         for w in counts:
-            count = args.count or max(200, args.pairs_per_worker * w)
+            count = args.count or max(args.min_count, args.pairs_per_worker * w)
             config = ProduceConfig(count=count, categories=categories(), seed=1, fast=args.fast, batch_size=args.batch_size)
             t0 = time.perf_counter()
             ray.init(address="local", num_cpus=w, object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False, logging_level="warning")

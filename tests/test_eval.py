@@ -18,7 +18,9 @@ from cudagen_data.eval import Candidate, Scorer, make_mutants, pass_at_k
 from cudagen_data.eval.compile import Unit, batch_text, compile_many, front_end_compiler
 from cudagen_data.eval.cuda_parse import ParseError, tokenize
 from cudagen_data.eval.reference import compute_reference
-from cudagen_data.eval.run import Measured, judge_set, run_guarded
+from cudagen_data.eval.equivalence import mutant_verdict, verdicts, widened_launch
+from cudagen_data.eval.mutants import Mutant, operator_swapped, stored_value_vars
+from cudagen_data.eval.run import GUARD_FILLS, Measured, guard_value, guards_intact, judge_kernel, judge_set, run_guarded
 from cudagen_data.eval.structure import StructureError, check_candidate, kernel_shape
 from cudagen_data.execution import CPU_OPT_LEVEL
 from cudagen_data.warp_boundary import batch_module, build_module
@@ -181,16 +183,15 @@ def test_a_backward_for_a_row_without_one_fails_structure(rows, scorer, dataset)
 # --------------------------------------------------------------------------- run-stage judging (CPU, Python candidates)
 
 
-def _judge_python(ref, source: str) -> list[str]:
+def _judge_python(ref, source: str, outputs_only: bool = False) -> list[str]:
     """Run a Python kernel (a stand-in for a candidate) through the run stage's launch and judge."""
     spec = dataclasses.replace(ref.spec, python_source=source)
     with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
         assert kernels[0] is not None, errors
         assert build_module(module, "cpu") is None
-        failures = []
-        for s in ref.sets:
-            failures += judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, s.output_grads, True))
-        return failures
+        if outputs_only:  # every set's outputs (a stand-in whose own backward would differ)
+            return [f for s in ref.sets for f in judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, {}, False), outputs_only=True)]
+        return judge_kernel(ref, kernels[0], "cpu", True, spec=spec)
 
 
 @pytest.fixture(scope="module")
@@ -218,14 +219,14 @@ def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_referen
     writes_input = _judge_python(chain_reference, src.replace("    y[i] =", "    x[i] = 0.0\n    y[i] ="))
     assert any("input-only array 'x'" in f for f in writes_input), writes_input
     swapped = _judge_python(chain_reference, src.replace("+ wp.tanh", "- wp.tanh"))
-    assert any("output 'y' differs" in f for f in swapped) and any("fresh inputs" in f for f in swapped)
+    assert any("output 'y' differs" in f for f in swapped)  # on the recorded inputs already: judging stops there
 
 
 def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_reference, rows):
     recorded = orjson.loads(rows[0]["test_vectors"])["outputs"]["y"]["data"]
     body = "".join(f"    if i == {k}:\n        y[i] = wp.float32({float(np.float32(v))!r})\n" for k, v in enumerate(recorded))
     src = chain_reference.spec.python_source
-    failures = _judge_python(chain_reference, src[: src.index("    y[i] =")] + body)
+    failures = _judge_python(chain_reference, src[: src.index("    y[i] =")] + body, outputs_only=True)
     assert any(f.startswith("fresh inputs: output 'y'") for f in failures), failures
     assert not any(f.startswith("recorded inputs: output") for f in failures), failures  # its outputs do match there
 
@@ -239,6 +240,100 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
     assert failures == ["recorded inputs: output 'y' is constant where the reference varies"]
     flat = dataclasses.replace(s, expected={"y": np.ones(64, np.float32)})
     assert judge_set(chain_reference, flat, Measured({"y": np.ones(64, np.float32)})) == []  # constant where the reference is
+
+
+def test_guard_cells_are_compared_bit_for_bit():
+    for dtype in ("float16", "float32", "float64"):
+        a, b = guard_value(dtype, "nan", 0), guard_value(dtype, "nan", 1)
+        assert np.isnan(a) and np.isnan(b) and a.tobytes() != b.tobytes()  # each array's NaN is its own
+        buf = np.full(10, a, dtype=dtype)
+        assert guards_intact(buf, 3, a)
+        computed = buf.copy()
+        computed[-1] = np.array(np.nan, dtype=dtype) * 2  # a NaN computed from a guard is another NaN
+        assert not guards_intact(computed, 3, a)
+        copied = buf.copy()
+        copied[0] = b  # a value copied from another array's guard
+        assert not guards_intact(copied, 3, a)
+    assert guard_value("float32", "low", 0) < -1e29 < 1e29 < guard_value("float32", "high", 0)
+    assert guard_value("int32", "low", 0) < -2**30 and guard_value("uint8", "high", 0) == 252
+    assert set(GUARD_FILLS) == {"nan", "low", "high"}
+
+
+def test_a_read_past_the_end_is_caught_by_a_guard_fill(chain_reference):
+    """A minimum that reads one past the end only changes where the guard holds a huge
+    negative value (NaN loses every comparison): the "low" fill catches it."""
+    src = chain_reference.spec.python_source
+    reads_past = src.replace("    y[i] =", "    if x[wp.min(i + 1, 64)] < -1.0e20:\n        y[i] = 0.0\n        return\n    y[i] =")
+    assert reads_past != src
+    failures = _judge_python(chain_reference, reads_past)
+    assert failures and all(f.endswith("(guard cells: low)") for f in failures), failures
+
+
+_FORWARD = """{
+    // forward
+    var_0 = builtin_tid1d();
+    var_2 = wp::mul(var_0, var_1);
+    var_3 = wp::address(var_x, var_2);
+    var_4 = wp::load(var_3);
+    var_6 = wp::mul(var_4, var_5);
+    var_8 = wp::add(var_2, var_7);
+    var_9 = wp::add(var_6, var_5);
+    wp::array_store(var_y, var_8, var_9);
+"""
+
+
+def test_operator_swapped_edits_a_value_on_its_way_to_memory_not_an_index():
+    assert stored_value_vars(_FORWARD) == {"var_9", "var_6", "var_5", "var_4"}  # not through wp::address / wp::load
+    swapped = operator_swapped(_FORWARD)
+    assert "var_9 = wp::sub(var_6, var_5);" in swapped and "var_8 = wp::add(var_2, var_7);" in swapped
+    no_value_op = _FORWARD.replace("var_6 = wp::mul", "var_6 = wp::copy").replace("var_9 = wp::add", "var_9 = wp::copy")
+    assert "var_8 = wp::sub(var_2, var_7);" in operator_swapped(no_value_op)  # else the first one anywhere
+
+
+GUARDED = ("""import warp as wp
+
+@wp.kernel
+def guarded(x: wp.array(dtype=float), n: int, y: wp.array(dtype=float)):
+    i = wp.tid()
+    if i < n:
+        y[i] = x[i] * 2.0 + 1.0e-9
+""", (kernel_rows._arr("x", "float32", (48,)), kernel_rows.ArgSpec("n", "scalar", "int32", domain=(48.0, 48.0)),
+      kernel_rows._arr("y", "float32", (48,), "out")), (48,), None)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def guarded_row():
+    kernel_rows.KERNELS["guarded"] = GUARDED
+    try:
+        (row,) = kernel_rows.make_rows(["guarded"])
+    finally:
+        del kernel_rows.KERNELS["guarded"]
+    return row
+
+
+def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guarded_row):
+    """The witness for mutants the GPU judge lets pass: the same edit on Warp's CPU forward
+    (or the launch widened to whole blocks), judged as the run stage judges."""
+    chain = next(m for m in make_mutants(rows[0]) if m.kind == "operator_swapped")
+    chain_ref = compute_reference(rows[0], seed=5)
+    assert mutant_verdict(rows[0], chain, chain_ref).status == "observable"
+    by_kind = {m.kind: m for m in make_mutants(guarded_row)}
+    ref = compute_reference(guarded_row, seed=5)
+    eps = mutant_verdict(guarded_row, by_kind["operator_swapped"], ref)  # x*2 - 1e-9: within any tolerance
+    assert eps.status == "equivalent", eps
+    assert "wp::sub(" in by_kind["operator_swapped"].forward
+    own_if = mutant_verdict(guarded_row, by_kind["bounds_check_dropped"], ref)  # its own `if i < n` stops them
+    assert own_if.status == "equivalent", own_if
+    writes_zeros, dropped = verdicts([(guarded_row, by_kind["writes_zeros"]), (rows[0], next(m for m in make_mutants(rows[0]) if m.kind == "bounds_check_dropped"))], seed=5, workers=2)
+    assert writes_zeros.status == "observable" and dropped.status == "observable", (writes_zeros, dropped)
+    assert "out of bounds" in dropped.detail
+    bogus = Mutant("operator_swapped", guarded_row["cuda_forward"].replace("wp::add(", "wp::sub(", 1) + "\n", "run")
+    assert mutant_verdict(guarded_row, Mutant("timer_read", bogus.forward, "structure"), ref).status == "unknown"
+
+
+def test_widened_launch_covers_the_threads_past_the_end():
+    assert widened_launch([48]) == (256,) and widened_launch([256]) == (256,) and widened_launch([300]) == (512,)
+    assert widened_launch([3, 16]) == (16, 16) and widened_launch([2, 3, 5]) == (18, 3, 5)  # 256 - 30 = 226 more threads: 16 more rows of 15
 
 
 # --------------------------------------------------------------------------- metrics and the command

@@ -6,7 +6,8 @@ might get it wrong, and names the stage of the ladder that must reject it:
 ==========================  ==========  =====================================================
 kind                        stage       edit
 ==========================  ==========  =====================================================
-operator_swapped            run         first ``wp::add``/``sub`` swapped (else min/max, mul->div)
+operator_swapped            run         first ``wp::add``/``sub`` on the way to a stored value
+                                        swapped (else min/max, mul->div; else anywhere)
 index_off_by_one            run         the thread index + 1
 bounds_check_dropped        run         the grid-stride loop runs once per thread, unchecked
 writes_zeros                run         every store / atomic writes a zero of its type
@@ -21,7 +22,8 @@ undefined_call              compile     calls a function no header defines
 
 A mutant that does not apply to a row (no operator to swap, say), or that cannot differ
 from the row's kernel (bounds_check_dropped where the launch covers whole blocks, so no
-thread runs past the end), is not made.
+thread runs past the end), is not made.  Whether a mutant that is made can be told apart
+on a row's inputs at all is decided separately, on the CPU (equivalence.py).
 """
 
 from __future__ import annotations
@@ -54,6 +56,31 @@ _CONST_DECL = re.compile(r"^[ \t]*const [^;=\n]*?\b(var_\w+) =", re.M)
 _BODY_START = re.compile(r"\n[ \t]*// forward\n")
 
 
+_DEF = re.compile(r"^[ \t]*(var_\w+) = ([^;\n]*);", re.M)
+_VAR = re.compile(r"\bvar_\w+")
+# a value read through these depends on memory, not on the variables that address it
+_ADDRESSING = ("wp::address(", "wp::view(", "wp::index(", "wp::load(", "wp::tile_load", "&(")
+
+
+def stored_value_vars(forward: str) -> set[str]:
+    """The variables a stored (or atomically written) value is computed from, following
+    Warp's ``var_a = f(var_b, ...)`` statements back, but not through array addressing:
+    the values on the way to memory, not index arithmetic."""
+    defs: dict[str, set[str]] = {}
+    for m in _DEF.finditer(forward):
+        rhs = m.group(2)
+        deps = set() if rhs.lstrip().startswith(_ADDRESSING) else set(_VAR.findall(rhs))
+        defs.setdefault(m.group(1), set()).update(deps)
+    todo = [m.group(2) for m in _STORE.finditer(forward)]
+    seen: set[str] = set()
+    while todo:
+        v = todo.pop()
+        if v not in seen:
+            seen.add(v)
+            todo.extend(defs.get(v, ()))
+    return seen
+
+
 def _body_at(text: str) -> int:
     """Where the forward's statements start (after Warp's declarations)."""
     m = _BODY_START.search(text)
@@ -61,7 +88,15 @@ def _body_at(text: str) -> int:
 
 
 def operator_swapped(forward: str) -> str | None:
+    """Swap the first operator (in _SWAPS order) whose result reaches a stored value; where
+    none does, the first one anywhere in the body."""
     at = _body_at(forward)
+    values = stored_value_vars(forward)
+    for old, new in _SWAPS:
+        for m in re.finditer(rf"(var_\w+) = {re.escape(old)}", forward[at:]):
+            if m.group(1) in values:
+                i = at + m.end() - len(old)
+                return forward[:i] + new + forward[i + len(old) :]
     for old, new in _SWAPS:
         i = forward.find(old, at)
         if i >= 0:
@@ -185,3 +220,8 @@ def make_mutants(row: dict, others: Sequence[dict] = ()) -> list[Mutant]:
             except StructureError:
                 continue
     return out
+
+
+# The mutants that edit the statements of the forward body, which Warp generates alike for
+# CUDA and the CPU: equivalence.py applies the same edit to the CPU forward.
+BODY_EDITS = {"operator_swapped": operator_swapped, "index_off_by_one": index_off_by_one, "writes_zeros": writes_zeros}

@@ -53,7 +53,7 @@ def process_job(job: Job, device: str, cache: OrderedDict):
     """Yield ("reference", notes) then ("outcome", Outcome) per candidate; a lost CUDA
     context yields ("context_lost", None) last."""
     from .reference import ReferenceUnavailable, compute_reference
-    from .run import CandidateBuildFailed, candidate_kernel, judge_set, run_guarded
+    from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
 
     key = (row_key(job.row), job.seed)
     ref = cache.get(key)
@@ -74,13 +74,7 @@ def process_job(job: Job, device: str, cache: OrderedDict):
             continue
         try:
             with candidate_kernel(job.row, forward, backward, device) as (kernel, built):
-                failures = []
-                has_backward = bool(job.row["cuda_backward"])
-                for s in ref.sets:
-                    got = run_guarded(ref.spec, kernel, device, s.inputs, s.output_grads, has_backward)
-                    failures += judge_set(ref, s, got)
-                    if failures:
-                        break
+                failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
             outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=list(ref.notes))
         except CandidateBuildFailed as exc:
             outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")

@@ -9,8 +9,10 @@ its own (a cached binary from an earlier candidate must never be loaded).  The c
 
 Run: forward (and backward where the row has one) on every input set of the row's
 reference (reference.py), with each array in the middle of a larger buffer whose guard
-cells hold a sentinel: a write out of bounds changes a guard and fails the candidate,
-as does a write to an input-only array.  Results are judged with the GPU suite's
+cells hold a known value (three runs per set: a NaN of the array's own, a huge negative
+and a huge positive value): a write out of bounds changes a guard and fails the
+candidate, as does a write to an input-only array, and a read out of bounds shows in
+the results of one of the fills.  Results are judged with the GPU suite's
 tolerance model (gpu/tolerance.py); an output that is constant where the reference
 varies never passes.
 """
@@ -110,22 +112,43 @@ def candidate_kernel(row: dict, forward: str, backward: str | None, device: str)
 # --------------------------------------------------------------------------- run
 
 
-def _sentinel(np_dtype: str):
-    if np_dtype.startswith("float"):
-        return np.nan
+# Guard cells are checked bit for bit.  A float guard holds a NaN whose payload names its
+# array (a NaN computed from an out-of-bounds read is a different NaN, and a value copied
+# from another array's guard has another payload), or a huge value of either sign: a
+# minimum or maximum that reads past the end picks it up.  Each input set runs once per fill.
+GUARD_FILLS = ("nan", "low", "high")
+_NAN_BITS = {"float16": (0x7E00, 0xFF), "float32": (0x7FC00000, 0xFFFF), "float64": (0x7FF8000000000000, 0xFFFF)}
+_HUGE = {"float16": 6.0e4, "float32": 1.0e30, "float64": 1.0e300}
+
+
+def guard_value(np_dtype: str, fill: str, salt: int) -> np.ndarray:
+    """The guard cell value (a 0-d array) of an array for one fill; ``salt``: the array's position."""
     if np_dtype == "bool":
-        return True
-    return np.iinfo(np_dtype).max - 3
+        return np.array(fill != "low")
+    if np_dtype.startswith("float"):
+        if fill == "nan":
+            base, mask = _NAN_BITS[np_dtype]
+            bits = np.array(base | (1 + salt) & mask, dtype=f"uint{8 * np.dtype(np_dtype).itemsize}")
+            return bits.view(np_dtype)
+        return np.array(-_HUGE[np_dtype] if fill == "low" else _HUGE[np_dtype], dtype=np_dtype)
+    info = np.iinfo(np_dtype)
+    return np.array(info.min + 3 if fill == "low" else info.max - 3, dtype=np_dtype)
 
 
-def _guarded(arg: ArgSpec, value: np.ndarray, device: str, requires_grad: bool):
-    """(view, buffer, guard rows): the array in the middle of a buffer with sentinel rows."""
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(f"uint{8 * a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def _guarded(arg: ArgSpec, value: np.ndarray, device: str, requires_grad: bool, fill: str = "nan", salt: int = 0,
+             guard_elements: int = GUARD_ELEMENTS):  # fmt: skip
+    """(view, buffer, guard rows): the array in the middle of a buffer with guard rows."""
     wp = warp_boundary.warp()
     np_dtype, comp = DTYPES[arg.dtype]
     row_elems = int(np.prod(arg.shape[1:] + comp, dtype=np.int64)) or 1
-    g = max(1, -(-GUARD_ELEMENTS // row_elems))
+    g = max(1, -(-guard_elements // row_elems))
     full = np.empty((arg.shape[0] + 2 * g, *arg.shape[1:], *comp), dtype=np_dtype)
-    full[...] = _sentinel(np_dtype)
+    full[...] = guard_value(np_dtype, fill, salt)
     full[g : g + arg.shape[0]] = value
     buf = wp.array(full, dtype=getattr(wp, arg.dtype), shape=(arg.shape[0] + 2 * g, *arg.shape[1:]), device=device, requires_grad=requires_grad)
     view = buf[g : g + arg.shape[0]]
@@ -134,25 +157,23 @@ def _guarded(arg: ArgSpec, value: np.ndarray, device: str, requires_grad: bool):
     return view, buf, g
 
 
-def _guards_intact(buf_np: np.ndarray, g: int, np_dtype: str, zero: bool) -> bool:
+def guards_intact(buf_np: np.ndarray, g: int, expected: np.ndarray) -> bool:
+    """True where every guard cell still holds ``expected``, bit for bit."""
     guards = np.concatenate([buf_np[:g].reshape(-1), buf_np[-g:].reshape(-1)])
-    if zero:
-        return bool(np.all(guards == 0))
-    if np_dtype.startswith("float"):
-        return bool(np.all(np.isnan(guards)))
-    return bool(np.all(guards == _sentinel(np_dtype)))
+    return bool(np.all(_bits(guards) == _bits(np.asarray(expected, dtype=guards.dtype).reshape(1))))
 
 
-def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grads: dict, backward: bool) -> Measured:
-    """Launch forward (+ backward) on guarded arrays; the results and any violations."""
+def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grads: dict, backward: bool, fill: str = "nan",
+                guard_elements: int = GUARD_ELEMENTS) -> Measured:  # fmt: skip
+    """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any violations."""
     wp = warp_boundary.warp()
     out = Measured()
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
     views, bufs = {}, {}
     args = []
-    for a in spec.args:
+    for salt, a in enumerate(spec.args):
         if a.kind == "array":
-            view, buf, g = _guarded(a, inputs[a.name], device, a in grad_args)
+            view, buf, g = _guarded(a, inputs[a.name], device, a in grad_args, fill, salt, guard_elements)
             views[a.name], bufs[a.name] = view, (buf, g)
             args.append(view)
         else:
@@ -166,12 +187,12 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
     except Exception as exc:  # noqa: BLE001
         out.problems.append(f"launch failed: {_first_line(exc)}")
         return out
-    for a in spec.args:
+    for salt, a in enumerate(spec.args):
         if a.kind != "array":
             continue
         buf, g = bufs[a.name]
         np_dtype = DTYPES[a.dtype][0]
-        if not _guards_intact(buf.numpy(), g, np_dtype, zero=False):
+        if not guards_intact(buf.numpy(), g, guard_value(np_dtype, fill, salt)):
             out.problems.append(f"wrote out of bounds of array {a.name!r}")
         value = views[a.name].numpy()
         if a.role == "in":
@@ -187,7 +208,7 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
         wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
             buf, g = bufs[a.name]
-            if buf.grad is not None and not _guards_intact(buf.grad.numpy(), g, DTYPES[a.dtype][0], zero=True):
+            if buf.grad is not None and not guards_intact(buf.grad.numpy(), g, np.zeros((), DTYPES[a.dtype][0])):
                 out.problems.append(f"backward wrote out of bounds of the gradient of {a.name!r}")
             if a.role != "out":
                 out.values[grad_key(a.name)] = views[a.name].grad.numpy().copy()
@@ -201,12 +222,14 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
 # --------------------------------------------------------------------------- judge
 
 
-def judge_set(ref: Reference, s: InputSet, got: Measured) -> list[str]:
+def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = False) -> list[str]:
     """Why the candidate's results on one input set fail ([] if they pass)."""
     if got.problems:
         return [f"{s.name} inputs: {p}" for p in got.problems]
     failures = []
     for key, expected in s.expected.items():
+        if outputs_only and key.endswith(".grad"):
+            continue
         kind = "input gradient" if key.endswith(".grad") else "output"
         name = key[: -len(".grad")] if kind == "input gradient" else key
         if key not in got.values:
@@ -219,6 +242,21 @@ def judge_set(ref: Reference, s: InputSet, got: Measured) -> list[str]:
         elif _constant(value) and not _constant(expected):
             failures.append(f"{s.name} inputs: {kind} {name!r} is constant where the reference varies")
     return failures
+
+
+def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec: KernelSpec | None = None,
+                 guard_elements: int = GUARD_ELEMENTS) -> list[str]:  # fmt: skip
+    """Run ``kernel`` on every input set of ``ref``, once per guard fill (the backward with
+    the first fill only); why it fails ([] if it passes).  ``spec``: the reference's unless
+    given (a wider launch, to run threads past the end on purpose)."""
+    spec = spec or ref.spec
+    for s in ref.sets:
+        for i, fill in enumerate(GUARD_FILLS):
+            got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and i == 0, fill, guard_elements)
+            failures = judge_set(ref, s, got, outputs_only=i > 0)
+            if failures:
+                return failures if i == 0 else [f"{f} (guard cells: {fill})" for f in failures]
+    return []
 
 
 def _constant(a: np.ndarray) -> bool:

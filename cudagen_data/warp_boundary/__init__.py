@@ -23,7 +23,7 @@ from .modules import BatchModule, batch_module, build_module, compile_module_to_
 from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
 from .paths import PATH_RULE, machine_independent_path, scrub_paths
 from .runtime import LoadedSource, StatementError, captured_stderr, clear_private_cache, loaded_source, quiet_stderr, release_module, source_filename, warp
-from .substitute import SubstitutionMissing, fresh_kernel_cache, substituted_cuda
+from .substitute import SubstitutionMissing, edited_cpu_forward, fresh_kernel_cache, substituted_cuda
 
 __all__ = [
     "PATH_RULE",
@@ -39,6 +39,7 @@ __all__ = [
     "clear_private_cache",
     "compile_module_to_ptx",
     "compiled_source_path",
+    "edited_cpu_forward",
     "emit_cuda",
     "fresh_kernel_cache",
     "load_module_on_gpu",

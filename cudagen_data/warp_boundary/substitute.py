@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .runtime import warp
 
@@ -57,3 +57,38 @@ def fresh_kernel_cache() -> Iterator[str]:
     finally:
         wp.config.kernel_cache_dir = saved
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def edited_cpu_forward(kernel, edit: Callable[[str], str | None]) -> Iterator[list[tuple[str, str]]]:
+    """While the block runs, the CPU forward function of ``kernel`` that Warp generates
+    for its module is passed through ``edit`` before it compiles (SubstitutionMissing
+    where it is absent or ``edit`` leaves it unchanged).  Yields a list that receives
+    (generated, edited) for each build.  Use with :func:`fresh_kernel_cache`: the edited
+    module has the hash of the unedited one."""
+    module = kernel.module
+    original = module._run_codegen
+    edits: list[tuple[str, str]] = []
+
+    def edited(options, is_cpu):
+        source, *rest = original(options, is_cpu)
+        if is_cpu:
+            name = f"{kernel.get_mangled_name()}_cpu_kernel_forward("  # hashed by now
+            at = source.find(name)
+            if at < 0:
+                raise SubstitutionMissing("the kernel's CPU forward is not in the module this Warp generates")
+            start = source.rfind("\n", 0, at) + 1
+            end = source.find("\n}\n", at) + 3  # Warp closes a kernel function at column 0
+            part = source[start:end]
+            new = edit(part)
+            if new is None or new == part:
+                raise SubstitutionMissing("the edit does not apply to the kernel's CPU forward")
+            edits.append((part, new))
+            source = source[:start] + new + source[end:]
+        return (source, *rest)
+
+    module._run_codegen = edited  # this module object only
+    try:
+        yield edits
+    finally:
+        del module._run_codegen
