@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
+from ..pipeline.pool import PipeWorker
 from .structure import row_key
 
 EXIT_CONTEXT_LOST = 3
@@ -116,12 +117,9 @@ def _worker_main(conn, device: str) -> None:
         conn.send(("done", None))
 
 
-class _Worker:
+class _Worker(PipeWorker):
     def __init__(self, ctx, device: str):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, device), daemon=True)
-        self.proc.start()
-        child.close()
+        super().__init__(ctx, _worker_main, device)
         self.job: Job | None = None
         self.done: set[int] = set()
         self.referenced = False
@@ -134,19 +132,7 @@ class _Worker:
         self.job, self.done, self.referenced = job, set(), False
         self.progress = time.monotonic()
         self.rows.add(row_key(job.row))
-        try:
-            self.conn.send(job)
-        except (BrokenPipeError, OSError):
-            pass  # it died: the loop sees its sentinel
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (BrokenPipeError, OSError):
-            pass
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()
+        self.send(job)
 
 
 class PoolError(RuntimeError):
@@ -197,10 +183,10 @@ class WorkerPool:
                 if not w.ready:  # it never started: not the job's fault
                     startup_deaths += 1
                     if startup_deaths > 3:
-                        raise PoolError(f"worker processes die while starting ({_exit_reason(w.proc.exitcode)})")
+                        raise PoolError(f"worker processes die while starting ({w.exit_reason()})")
                     queue.appendleft(Job(job.row, job.seed, left))
                 elif not w.referenced:  # the row's own kernel crashed the CPU reference run
-                    what = f"took over {self.reference_timeout:.0f} s" if w.timed_out else f"crashed its worker ({_exit_reason(w.proc.exitcode)})"
+                    what = f"took over {self.reference_timeout:.0f} s" if w.timed_out else f"crashed its worker ({w.exit_reason()})"
                     why = f"not judged: the CPU reference run of the row's own kernel {what}"
                     for key, _, _ in left:
                         results[key] = Outcome(key, "run", False, why)
@@ -208,7 +194,7 @@ class WorkerPool:
                     if w.proc.exitcode != EXIT_CONTEXT_LOST:  # the candidate in flight crashed it
                         culprit, left = left[0], left[1:]
                         why = (f"did not finish within {self.candidate_timeout:.0f} s (worker killed)" if w.timed_out
-                               else f"crashed its worker: {_exit_reason(w.proc.exitcode)}")  # fmt: skip
+                               else f"crashed its worker: {w.exit_reason()}")  # fmt: skip
                         results[culprit[0]] = Outcome(culprit[0], "run", False, why)
                     if left:
                         queue.appendleft(Job(job.row, job.seed, left))
@@ -249,12 +235,3 @@ def run_inline(jobs: list[Job], device: str, cache: OrderedDict | None = None) -
             if kind == "outcome":
                 results[payload.key] = payload
     return results
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"the worker process exited with code {code}"

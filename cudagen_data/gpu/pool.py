@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
 from ..bisect import halves
+from ..pipeline.pool import PipeWorker, exit_reason
 
 Item = tuple[int, dict]  # (position, slim row)
 STAGES = ("device", "reference")
@@ -73,30 +74,15 @@ def _worker_main(conn, device: str, parent_pid: int) -> None:
         conn.send(("done", None))
 
 
-class _Worker:
+class _Worker(PipeWorker):
     def __init__(self, ctx, device: str):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, device, os.getpid()), daemon=True)
-        self.proc.start()
-        child.close()
+        super().__init__(ctx, _worker_main, device, os.getpid())
         self.chunk: Chunk | None = None
         self.ready = False  # set when it has started Warp and can take work
 
     def give(self, chunk: Chunk) -> None:
         self.chunk = chunk
-        try:
-            self.conn.send((list(chunk.items), chunk.stages))
-        except (BrokenPipeError, OSError):
-            pass  # it died already: the main loop sees its sentinel and requeues the chunk
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (BrokenPipeError, OSError):
-            pass
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()
+        self.send((list(chunk.items), chunk.stages))  # if it died already, the main loop sees its sentinel and requeues the chunk
 
 
 def run_inline(chunks: list[list[Item]], device: str, on_stage: OnStage) -> None:
@@ -139,7 +125,7 @@ def run_pool(
                 else:  # it never started: not the chunk's fault
                     startup_deaths += 1
                     if startup_deaths >= 2 and not any(x.ready for x in workers):
-                        raise PoolError(f"worker processes die while starting ({_exit_reason(w.proc.exitcode)}); see their error output above")
+                        raise PoolError(f"worker processes die while starting ({w.exit_reason()}); see their error output above")
                     queue.appendleft(w.chunk)
                 workers[workers.index(w)] = _Worker(ctx, device)
     finally:
@@ -187,17 +173,8 @@ def _redo(left: list[Item], stages: tuple[str, ...], exitcode: int | None, queue
     if exitcode == EXIT_CONTEXT_LOST:  # the worker reported the culprit itself
         queue.appendleft(Chunk(left, stages))
     elif len(left) == 1:  # found it (a row that failed on the device needs no CPU reference)
-        on_crash(left, stages[0], _exit_reason(exitcode))
+        on_crash(left, stages[0], exit_reason(exitcode))
     else:  # halve until the crashing row stands alone (queued, not recursive: workers run them)
         first, second = halves(left)
         queue.appendleft(Chunk(second, stages))
         queue.appendleft(Chunk(first, stages))
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"the worker process was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"the worker process was killed by signal {-code}"
-    return f"the worker process exited with code {code}"

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
+from ..pipeline.pool import PipeWorker
 from .discover import SourceFile
 from .worker import Executed, MinedKernel, Reject
 
@@ -73,12 +74,9 @@ def _worker_main(conn: Connection, options: Options) -> None:
         conn.send(("done", None))
 
 
-class _Worker:
+class _Worker(PipeWorker):
     def __init__(self, ctx, options: Options):
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, options), daemon=True)
-        self.process.start()
-        child.close()
+        super().__init__(ctx, _worker_main, options)
         if not self.conn.poll(STARTUP_TIMEOUT_S) or self.conn.recv() != ("ready", None):
             self.kill()
             raise RuntimeError("a mining worker did not start")
@@ -90,27 +88,12 @@ class _Worker:
         self.in_compile = False
         self.started = 0.0
 
-    def send(self, bundle: list[FileResult], timeout_s: float) -> None:
+    def give(self, bundle: list[FileResult], timeout_s: float) -> None:
         self.bundle, self.pos, self.in_runs, self.in_compile = bundle, 0, False, False
         self.started = time.monotonic()
         self.deadline = self.started + timeout_s
         self.files += len(bundle)
         self.conn.send([r.src for r in bundle])
-
-    def kill(self) -> None:
-        if self.process.is_alive():
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.join()
-        self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.kill()
 
 
 def bundles(files: list[SourceFile], max_files: int = BUNDLE_FILES, max_defs: int = BUNDLE_DEFS) -> list[list[SourceFile]]:
@@ -149,7 +132,7 @@ def mine_files(files: list[SourceFile], options: Options, workers: int = 2) -> I
                 if idle is None:
                     idle = _Worker(ctx, options)
                     pool.append(idle)
-                idle.send(queue.pop(), options.timeout_s)
+                idle.give(queue.pop(), options.timeout_s)
             busy = [w for w in pool if w.bundle is not None]
             ready = wait([w.conn for w in busy], timeout=max(0.0, min(w.deadline for w in busy) - time.monotonic()))
             for w in busy:
@@ -164,8 +147,8 @@ def mine_files(files: list[SourceFile], options: Options, workers: int = 2) -> I
                 elif time.monotonic() >= w.deadline:
                     finished = _lost(w, "timeout", queue)
                 yield from finished
-                if w.bundle is None and (not w.process.is_alive() or w.files >= FILES_PER_WORKER):
-                    w.stop() if w.process.is_alive() else w.kill()
+                if w.bundle is None and (not w.proc.is_alive() or w.files >= FILES_PER_WORKER):
+                    w.stop() if w.proc.is_alive() else w.kill()
                     pool.remove(w)
     finally:
         for w in pool:
@@ -213,8 +196,8 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
     bundle = w.bundle
     w.bundle = None
     if how == "crash":
-        w.process.join(timeout=5)  # its exit code names the signal
-    code = w.process.exitcode
+        w.proc.join(timeout=5)  # its exit code names the signal
+    code = w.proc.exitcode
     w.kill()
     detail = "time limit reached" if how == "timeout" else f"worker died ({_signal_name(code)})"
     if (w.in_runs or w.in_compile) and len(bundle) > 1:

@@ -132,3 +132,47 @@ def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *
             return [crashed(group[0])] if len(group) == 1 else None
 
     return bisect_failures(list(items), attempt)
+
+
+class PipeWorker:
+    """A spawned process at the other end of a pipe: the worker handle of the pools that
+    keep a CUDA context or an import per process (the GPU suite's, eval's, mining's).
+    ``target(conn, *args)`` runs in the child; what travels on the pipe is the caller's,
+    but ``None`` asks the child to stop."""
+
+    def __init__(self, ctx, target: Callable, *args: Any):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=target, args=(child, *args), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def send(self, message: Any) -> None:
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, OSError):
+            pass  # it died: the caller's loop sees its sentinel
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+    def stop(self) -> None:
+        self.send(None)
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.kill()
+
+    def exit_reason(self) -> str:
+        return exit_reason(self.proc.exitcode)
+
+
+def exit_reason(code: int | None) -> str:
+    """How a worker process ended, in words (``code``: its exit code)."""
+    if code is not None and code < 0:
+        try:
+            return f"the worker process was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker process was killed by signal {-code}"
+    return f"the worker process exited with code {code}"
