@@ -21,7 +21,7 @@ from . import warp_boundary
 from .bisect import bisect_failures
 from .contracts.reject import RejectReason
 from .contracts.test_vectors import TestVectors
-from .spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
+from .spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype, parametric_dtype
 
 CPU_OPT_LEVEL = 0  # ~2x faster LLVM builds than Warp's default; results are checked, not timed
 
@@ -67,9 +67,24 @@ def draw_inputs(spec: KernelSpec) -> dict[str, Value]:
     return {arg.name: draw_value(arg, rng) for arg in spec.args}
 
 
+def warp_dtype(dtype: str):
+    """The Warp type of a spec dtype name (named, or parametric: ``vector(3,int8)``)."""
+    wp = warp_boundary.warp()
+    parsed = parametric_dtype(dtype)
+    if parsed is None:
+        return getattr(wp, dtype)
+    kind, dims, scalar = parsed
+    scalar_type = getattr(wp, scalar)
+    if kind == "vector":
+        return wp.types.vector(length=dims[0], dtype=scalar_type)
+    if kind == "matrix":
+        return wp.types.matrix(shape=dims, dtype=scalar_type)
+    return getattr(wp.types, kind)(dtype=scalar_type)
+
+
 def to_warp(arg: ArgSpec, value: Value, device: str, requires_grad: bool):
     wp = warp_boundary.warp()
-    wp_type = getattr(wp, arg.dtype)
+    wp_type = warp_dtype(arg.dtype)
     if arg.kind == "array":
         return wp.array(np.ascontiguousarray(value), dtype=wp_type, shape=tuple(arg.shape), device=device, requires_grad=requires_grad)
     if isinstance(value, np.ndarray):  # vector / matrix / quaternion by value

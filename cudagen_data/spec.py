@@ -7,6 +7,7 @@ shapes, input domains, launch dimensions).  Nothing here touches Warp.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +48,43 @@ DTYPES: dict[str, tuple[str, tuple[int, ...]]] = {
     "transform": ("float32", (7,)),
 }
 
+# Vector, matrix, quaternion and transform types of any scalar type (and vectors of any
+# length) that have no name above, as mined kernels declare them: ``vector(3,int8)``,
+# ``matrix(2,3,float16)``, ``quaternion(float64)``, ``transformation(float16)``.
+_PARAMETRIC_DTYPE = re.compile(r"(vector|matrix|quaternion|transformation)\(((?:\d+,)*)(\w+)\)$")
+_SCALARS = ("float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool")
+
+
+def parametric_dtype(dtype: str) -> tuple[str, tuple[int, ...], str] | None:
+    """(kind, dims, scalar) of a parametric dtype name (``("vector", (3,), "int8")``), else None."""
+    m = _PARAMETRIC_DTYPE.match(dtype)
+    if m is None or m.group(3) not in _SCALARS:
+        return None
+    dims = tuple(int(d) for d in m.group(2).split(",") if d)
+    kind = m.group(1)
+    wanted = {"vector": 1, "matrix": 2, "quaternion": 0, "transformation": 0}[kind]
+    if len(dims) != wanted or any(d < 1 for d in dims):
+        return None
+    return kind, dims, m.group(3)
+
+
+class _DtypeTable(dict):
+    """DTYPES: the named dtypes, plus every parametric name :func:`parametric_dtype` reads."""
+
+    def __missing__(self, dtype):
+        parsed = parametric_dtype(dtype) if isinstance(dtype, str) else None
+        if parsed is None:
+            raise KeyError(dtype)
+        kind, dims, scalar = parsed
+        comp = {"quaternion": (4,), "transformation": (7,)}.get(kind, dims)
+        return (scalar, comp)
+
+    def __contains__(self, dtype) -> bool:
+        return dict.__contains__(self, dtype) or (isinstance(dtype, str) and parametric_dtype(dtype) is not None)
+
+
+DTYPES = _DtypeTable(DTYPES)
+
 
 def is_float_dtype(dtype: str) -> bool:
     """True where Warp can differentiate through values of this dtype."""
@@ -65,6 +103,14 @@ class ArgSpec:
     role "out" start as zeros and are not drawn.  ``role`` says what the kernel does:
     "in" reads only, "out" writes (checked), "inout" reads and writes (checked; e.g.
     accumulators that must start at a chosen value such as +large for atomic_min).
+
+    ``layout`` (arrays of mined kernels only; "" for a plain ``wp.array``) says which
+    Warp array class the kernel takes; the values (and test vectors) are always the
+    plain array behind it, of ``shape``:
+    "indexed": ``wp.indexedarray`` of it, every dimension's indices in reverse order;
+    "fabric": ``wp.fabricarray`` over it (1-D), in two buckets: 3 elements, then the rest;
+    "indexedfabric": ``wp.indexedfabricarray`` of that fabric array, indices in reverse.
+    A name ``s.f`` is field ``f`` of the struct argument ``s`` (mined kernels only).
     """
 
     name: str
@@ -73,8 +119,11 @@ class ArgSpec:
     shape: tuple[int, ...] = ()
     role: ArgRole = "in"
     domain: tuple[float, float] = (-1.0, 1.0)
+    layout: str = ""
 
     def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS or self.layout and self.kind != "array":
+            raise ValueError(f"argument {self.name!r}: unknown layout {self.layout!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"argument {self.name!r}: unknown dtype {self.dtype!r}")
         if self.kind == "scalar" and (self.shape or self.role != "in"):
@@ -92,7 +141,7 @@ class ArgSpec:
             "shape": list(self.shape),
             "role": self.role,
             "domain": [float(self.domain[0]), float(self.domain[1])],
-        }
+        } | ({"layout": self.layout} if self.layout else {})  # only where set: synthetic rows' bytes unchanged
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArgSpec:
@@ -103,8 +152,11 @@ class ArgSpec:
             shape=tuple(d.get("shape", ())),
             role=d.get("role", "in"),
             domain=(float(d["domain"][0]), float(d["domain"][1])),
+            layout=d.get("layout", ""),
         )
 
+
+LAYOUTS = ("", "indexed", "fabric", "indexedfabric")
 
 DIFFICULTIES = ("basic", "intermediate", "advanced")
 

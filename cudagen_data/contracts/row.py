@@ -217,6 +217,7 @@ PROVENANCE_TYPE = pa.struct(
         ("executed", pa.bool_()),
         ("not_executed_reason", pa.string()),
         ("gradients_checked", pa.bool_()),
+        ("order_dependent", pa.list_(pa.string())),
     ]
 )
 REAL_ROW_SCHEMA = ROW_SCHEMA.append(pa.field("provenance", PROVENANCE_TYPE))

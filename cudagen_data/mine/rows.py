@@ -24,7 +24,8 @@ from .worker import MinedKernel, Reject
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
 
-GRADIENTS_UNCHECKED = "executed, but no gradients were recorded (no float array input and output, or a while loop)"
+GRADIENTS_UNCHECKED = ("executed, but no gradients were recorded (no float array input and output, a while loop, "
+                       "or arguments passed as struct fields or indexed/fabric arrays)")
 # Statuses a mined row may carry.  Unlike synthetic rows, a mined kernel whose adjoint
 # disagrees with finite differences is kept (it is real code) with status "mismatch".
 STATUSES = ("verified", "forward_only", "unverified", "mismatch")
@@ -141,6 +142,7 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                     "license": licenses.get(k.package, ""), "executed": vectors is not None,
                     "not_executed_reason": "" if vectors else not_run,
                     "gradients_checked": grad["probes"] > 0,
+                    "order_dependent": list(executed.order_dependent) if vectors and executed is not None else [],
                 },
                 "split": assign_split(shape, ratios),
             })  # fmt: skip

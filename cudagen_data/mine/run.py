@@ -95,6 +95,8 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
         "rejects_by_reason": dict(sorted(by_reason.items())),
         "not_executed_by_reason": dict(sorted(not_run.items())),
+        # executed rows that keep only part of their outputs/gradients: the rest depend on thread order
+        "executed_partly_order_dependent": sum(1 for row in rows if row["provenance"]["order_dependent"]),
         # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite
         # differences (the row is kept, it is real code: filter on the status)
         "gradient_check": dict(sorted(Counter(row["gradient_check"]["status"] for row in rows).items())),
@@ -115,7 +117,7 @@ def _reason_class(text: str) -> str:
     """A short class for a not-executed reason (the full text stays in the row)."""
     if text.startswith("argument "):
         return "argument type cannot be filled"
-    for prefix in ("writes no array", "tile kernel", "run crashed", "run hung", "runs stopped", "CPU build failed",
+    for prefix in ("outputs depend on thread order", "writes no array", "tile kernel", "run crashed", "run hung", "runs stopped", "CPU build failed",
                    "run failed", "output ", "gradient of", "array access"):
         if text.startswith(prefix):
             return prefix

@@ -8,6 +8,7 @@ CUDA and compile verdict, then the CPU runs in small chunks.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from ..extract.nvrtc import compile_units
 from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
 from ..spec import KernelSpec, is_float_dtype
-from . import argspecs
+from . import argspecs, order, values
 from .collect import collect
 from .discover import SourceFile
 
@@ -84,6 +85,7 @@ class Executed:
     not_run: str
     gradient_check: dict | None = None  # the row's gradient_check, where the backward was checked
     check_seconds: float = 0.0  # of that check (timing only)
+    order_dependent: list[str] = field(default_factory=list)  # entries not recorded: they depend on thread order
 
 
 def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
@@ -258,7 +260,62 @@ def _spec(k: MinedKernel, specs: list, index: int) -> KernelSpec:
 
 
 def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> list[Executed]:
-    """Build the chunk's kernels as one CPU module and run each (bisecting a failed build)."""
+    """Build the chunk's kernels as one CPU module and run each (bisecting a failed build),
+    then keep only what does not depend on thread order (:mod:`.order`)."""
+    done = run_forward(kernels, live, indices)
+    ran = [p for p, e in enumerate(done) if e.test_vectors is not None]
+    if ran:
+        for p, again in zip(ran, run_reversed([kernels[p] for p in ran], [live[p] for p in ran], [done[p] for p in ran])):
+            done[p] = keep_order_independent(done[p], again)
+    return done
+
+
+def keep_order_independent(done: Executed, again: Executed) -> Executed:
+    """The forward run, less the outputs and gradients the reversed run did not reproduce."""
+    if again.test_vectors is None:
+        why = again.not_run.split(": ", 1)[-1] if again.not_run.startswith("run in reverse") else again.not_run
+        return dataclasses.replace(done, test_vectors=None, gradient_check=None,
+                                   not_run=f"{order.NOT_RUN} (the run with threads reversed: {why})")
+    dropped = order.order_dependent(done.test_vectors, again.test_vectors)
+    if not dropped:
+        return done
+    kept = order.without(done.test_vectors, dropped)
+    if kept is None:
+        names = ", ".join(repr(d.split(".", 1)[1]) for d in dropped if d.startswith("outputs."))
+        return dataclasses.replace(done, test_vectors=None, gradient_check=None,
+                                   not_run=f"{order.NOT_RUN}: {names} differ with the threads run in reverse")
+    check = done.gradient_check
+    if check is not None and any(d.startswith("input_grads.") for d in dropped):
+        check = {**check, "status": "unverified", "precision": "", "probes": 0, "worst_rel_error": 0.0,
+                 "reason": "input gradients depend on thread order: not recorded, not checked"}
+    return dataclasses.replace(done, test_vectors=kept, order_dependent=dropped, gradient_check=check)
+
+
+def run_reversed(kernels: list[MinedKernel], live: list, done: list[Executed]) -> list[Executed]:
+    """Each kernel built again with its threads run last to first, on its recorded inputs
+    and output gradients (no gradient check)."""
+    from ..contracts.test_vectors import TestVectors
+
+    def attempt(pos):
+        with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
+            with warp_mining.reversed_thread_order(module):
+                error = warp_env.build_module(module, "cpu")
+            if error is not None and len(pos) > 1:
+                return None
+            if error is not None:
+                return [Executed(done[pos[0]].index, None, None, f"CPU build failed: {error.split(' | ')[0]}")]
+            out = []
+            for p in pos:
+                dec = TestVectors(**done[p].test_vectors).decoded()
+                k = dataclasses.replace(kernels[p], arg_specs=done[p].arg_specs)
+                out.append(run_isolated(k, live[p], done[p].index, given=(dec["inputs"], dec["output_grads"])))
+            return out
+
+    return bisect_failures(list(range(len(kernels))), attempt)
+
+
+def run_forward(kernels: list[MinedKernel], live: list, indices: list[int]) -> list[Executed]:
+    """Build the kernels as one CPU module and run each (bisecting a failed build)."""
 
     def attempt(pos):
         with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
@@ -276,7 +333,7 @@ def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> lis
 RUN_TIMEOUT_S = 20.0
 
 
-def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
+def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None) -> Executed:
     """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), writes
     out of bounds (SIGSEGV) or never ends costs only that child, not the worker and the
     CPU build it holds.  The child only launches the already built kernel."""
@@ -290,7 +347,7 @@ def run_isolated(k: MinedKernel, kernel, index: int) -> Executed:
     if pid == 0:  # child
         try:
             os.close(read_end)
-            data = pickle.dumps(run_one(k, kernel, index))
+            data = pickle.dumps(run_one(k, kernel, index, given, check_gradients=False if given else None))
             view = memoryview(data)
             while view:
                 view = view[os.write(write_end, view):]
@@ -332,16 +389,23 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
     else:
         inputs = given[0]
-    with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source)
+    # Struct fields and indexed/fabric arrays are run forward only: the tape's adjoint and
+    # the gradient check launch plain arguments.
+    with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source) and not values.has_views(spec.args)
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
-    warp_args = {a.name: execute.to_warp(a, inputs[a.name], device, a in grad_args) for a in spec.args}
+    made = {a.name: values.warp_value(a, inputs[a.name], device, a in grad_args) for a in spec.args}
+    warp_args = {name: passed for name, (passed, _) in made.items()}
     result = execute.ExecutionResult(False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()})
     tape = wp.Tape()
     try:
         with warp_env.quiet_stderr():
             with tape:
-                execute.launch(spec, kernel, [warp_args[a.name] for a in spec.args], device)
-            result.outputs = {a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
+                execute.launch(spec, kernel, values.launch_values(kernel, spec.args, warp_args), device)
+            result.outputs = {a.name: made[a.name][1].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
+            if given is None:
+                spec = _unwritten_fields_as_inputs(spec, result)
+                if not result.outputs:
+                    return Executed(index, None, k.arg_specs, "writes no array argument: the run left every struct field unchanged")
             for name, out in result.outputs.items():
                 if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
                     return Executed(index, None, k.arg_specs, f"output {name!r} has non-finite values")
@@ -363,7 +427,22 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
     check, clock = None, time.perf_counter()
     if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
         check = gradient_check_of(spec, kernel, result, device)
-    return Executed(index, vectors, k.arg_specs, "", check, time.perf_counter() - clock)
+    return Executed(index, vectors, [a.to_dict() for a in spec.args], "", check, time.perf_counter() - clock)
+
+
+def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
+    """Warp does not say which struct fields a kernel writes, so every field array was
+    drawn and read back: a field the run left unchanged is an input (dropped from the
+    outputs, role "in"), never an output that records nothing."""
+    import dataclasses
+
+    args = []
+    for a in spec.args:
+        if "." in a.name and a.kind == "array" and a.name in result.outputs and np.array_equal(result.outputs[a.name], result.inputs[a.name]):
+            del result.outputs[a.name]
+            a = dataclasses.replace(a, role="in")
+        args.append(a)
+    return dataclasses.replace(spec, args=tuple(args))
 
 
 def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:

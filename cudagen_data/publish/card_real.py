@@ -28,6 +28,7 @@ PROVENANCE_DOCS = {
     "executed": "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.",
     "not_executed_reason": "Why not, when not (an argument type that cannot be made up, a run that crashed, ...).",
     "gradients_checked": "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict).",
+    "order_dependent": "Outputs and input gradients left out of `test_vectors` (`outputs.x`, `input_grads.y`) because they depend on thread order: a run with the threads reversed gave other values (a GPU may too).",
 }
 
 

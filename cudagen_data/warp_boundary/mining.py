@@ -144,3 +144,62 @@ def module_cuda(kernels: Sequence, *, block_dim: int, arch: int) -> str:
 def is_plain_array_type(t) -> bool:
     """``wp.array`` (or its ``wp.array[...]`` annotation): not indexed or fabric arrays."""
     return type(t).__name__ in ("array", "_ArrayAnnotation")
+
+
+_LAYOUTS = {
+    "array": "", "_ArrayAnnotation": "",
+    "indexedarray": "indexed", "_IndexedArrayAnnotation": "indexed",
+    "fabricarray": "fabric", "_FabricArrayAnnotation": "fabric",
+    "indexedfabricarray": "indexedfabric", "_IndexedFabricArrayAnnotation": "indexedfabric",
+}
+
+
+def array_layout(t) -> str | None:
+    """The spec layout of an array type ("" plain, "indexed", "fabric", "indexedfabric"),
+    None for anything else (fabric arrays of arrays included)."""
+    return _LAYOUTS.get(type(t).__name__)
+
+
+def struct_fields(t) -> list[tuple[str, object]] | None:
+    """[(field name, type), ...] of a ``@wp.struct`` type, None if ``t`` is not one."""
+    warp_env.warp()
+    from warp._src.codegen import Struct
+
+    if not isinstance(t, Struct):
+        return None
+    return [(name, var.type) for name, var in t.vars.items()]
+
+
+_FORWARD_LOOP = "for (size_t task_index = 0; task_index < dim->size; ++task_index)"
+_REVERSED_LOOP = "for (size_t task_index = dim->size; task_index-- > 0; )"
+THREAD_ORDER_OPTION = "cudagen_thread_order"  # a module option: only there so the build hash differs
+
+
+@contextlib.contextmanager
+def reversed_thread_order(module) -> Iterator[None]:
+    """Build ``module`` for the CPU with its threads run last to first.
+
+    Warp's CPU backend runs a launch's threads one after another, from 0 up, in a loop of
+    its module template.  Outputs that depend on that order (a write at the slot an
+    ``atomic_add`` returned, last-writer-wins scatters whose indices collide) come out
+    differently when the loop runs backwards, as they may on a GPU.  The template is
+    swapped only while the module is built (the build happens inside the block), and an
+    extra module option keeps the kernel cache from handing back the usual build.
+    """
+    warp_env.warp()
+    import warp._src.codegen as wp_codegen
+
+    names = ("cpu_module_template_forward", "cpu_module_template_backward")
+    saved = {n: getattr(wp_codegen, n) for n in names}
+    for n in names:
+        if _FORWARD_LOOP not in saved[n]:
+            raise RuntimeError(f"Warp's {n} has no sequential thread loop to reverse")
+    module.options[THREAD_ORDER_OPTION] = "reversed"
+    module.mark_modified()
+    try:
+        for n in names:
+            setattr(wp_codegen, n, saved[n].replace(_FORWARD_LOOP, _REVERSED_LOOP))
+        yield
+    finally:
+        for n, text in saved.items():
+            setattr(wp_codegen, n, text)

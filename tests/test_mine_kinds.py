@@ -1,0 +1,189 @@
+"""`cudagen mine` on tests/mine_tree_kinds: outputs that depend on thread order are not
+recorded (found by a run with the threads reversed), and the argument kinds mining fills
+beyond plain arrays and scalars (structs, indexed and fabric arrays, vector types Warp
+has no name for); each checked against NumPy and re-run from its recorded vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from cudagen_data.mine.pool import Options
+from cudagen_data.mine.run import mine_paths
+
+pytestmark = pytest.mark.slow  # worker processes start Warp
+
+TREE = Path(__file__).parent / "mine_tree_kinds"
+
+
+@pytest.fixture(scope="module")
+def mined():
+    return mine_paths([TREE], workers=2, options=Options(timeout_s=120))
+
+
+@pytest.fixture(scope="module")
+def rows(mined) -> dict[str, dict]:
+    return {r["provenance"]["qualname"]: r for r in mined.rows}
+
+
+def vectors(row: dict) -> dict:
+    tv = orjson.loads(row["test_vectors"])
+    return {part: {n: np.asarray(v["data"]) for n, v in tv[part].items()} for part in ("inputs", "outputs", "output_grads", "input_grads")}
+
+
+# --------------------------------------------------------------------------- thread order
+
+
+def test_write_at_atomic_slot_keeps_only_the_count(rows):
+    row = rows["write_at_atomic_slot"]
+    p = row["provenance"]
+    assert p["executed"] and p["order_dependent"] == ["outputs.out", "input_grads.vals"]
+    tv = vectors(row)
+    assert list(tv["outputs"]) == ["counter"] and tv["input_grads"] == {}
+    np.testing.assert_array_equal(tv["outputs"]["counter"], tv["inputs"]["counter"] + np.array([8] + [0] * 7))
+    assert row["gradient_check"]["status"] == "unverified" and "thread order" in row["gradient_check"]["reason"]
+
+
+def test_colliding_scatter_is_not_executed(rows):
+    row = rows["colliding_scatter"]
+    p = row["provenance"]
+    assert not p["executed"] and row["test_vectors"] is None
+    assert p["not_executed_reason"].startswith("outputs depend on thread order: 'out'")
+    assert row["gradient_check"]["status"] == "unverified"
+
+
+def test_permutation_scatter_stays_executed(rows):
+    row = rows["permutation_scatter"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
+    tv = vectors(row)
+    want = np.zeros(8, dtype=np.float32)
+    want[(np.arange(8) * 3 + 1) % 8] = tv["inputs"]["vals"] * 2.0
+    np.testing.assert_allclose(tv["outputs"]["out"], want, rtol=1e-6)
+    assert row["gradient_check"]["status"] == "verified"
+
+
+def test_atomic_sums_stay_executed(rows):
+    row = rows["atomic_sum"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
+    tv = vectors(row)
+    assert sorted(tv["outputs"]) == ["count", "total"]
+    np.testing.assert_allclose(tv["outputs"]["total"][0], tv["inputs"]["total"][0] + tv["inputs"]["vals"].sum(), rtol=1e-5)
+    assert tv["outputs"]["count"][0] == tv["inputs"]["count"][0] + 8
+
+
+def test_mixed_kernel_keeps_its_order_independent_outputs(rows):
+    row = rows["slot_and_sum"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == ["outputs.order"]
+    assert sorted(vectors(row)["outputs"]) == ["counter", "total"]
+
+
+def test_ordinary_kernel(rows):
+    row = rows["ordinary"]
+    tv = vectors(row)
+    np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["a"] ** 2 + 1.0, rtol=1e-6)
+    assert row["provenance"]["order_dependent"] == [] and row["gradient_check"]["status"] == "verified"
+
+
+def test_reversed_thread_order_really_reverses():
+    """The check's reference: the same kernel built with the reversed loop runs threads last to first."""
+    from cudagen_data import warp_boundary
+    from cudagen_data.warp_boundary import mining as warp_mining
+
+    wp = warp_boundary.warp()
+    with warp_boundary.loaded_source(
+        "import warp as wp\n\n@wp.kernel\ndef slot(c: wp.array(dtype=int), out: wp.array(dtype=int)):\n"
+        "    i = wp.tid()\n    out[wp.atomic_add(c, 0, 1)] = i\n"
+    ) as loaded:
+        kernel = loaded.kernels()[0]
+        got = []
+        for reverse in (False, True, False):
+            with warp_mining.cpu_module_of([kernel], optimization_level=0) as module:
+                if reverse:
+                    with warp_mining.reversed_thread_order(module):
+                        assert warp_boundary.build_module(module, "cpu") is None
+                else:
+                    assert warp_boundary.build_module(module, "cpu") is None
+                c, out = wp.zeros(1, dtype=int, device="cpu"), wp.zeros(5, dtype=int, device="cpu")
+                wp.launch(kernel, dim=5, inputs=[c, out], device="cpu")
+                got.append(out.numpy().tolist())
+    assert got == [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [0, 1, 2, 3, 4]]  # and the usual order is back after
+
+
+def test_order_comparison():
+    from cudagen_data.mine.order import differs
+
+    assert differs(np.array([1, 2]), np.array([2, 1])) and not differs(np.array([1, 2]), np.array([1, 2]))
+    a = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+    assert not differs(a, a + np.float32(1e-6))  # rounding of a sum in another order
+    assert differs(a, a[::-1].copy())
+    assert differs(a, np.array([1.0, -2.0, np.inf], dtype=np.float32))
+
+
+# --------------------------------------------------------------------------- argument kinds
+
+
+def test_struct_argument(rows):
+    row = rows["through_struct"]
+    assert row["provenance"]["executed"]
+    specs = {s["name"]: s for s in orjson.loads(row["arg_specs"])}
+    assert list(specs) == ["p.src", "p.dst", "p.offset", "p.inner.scale"]
+    assert specs["p.src"]["role"] == "in" and specs["p.dst"]["role"] == "inout"  # src was left unchanged
+    tv = vectors(row)
+    assert list(tv["outputs"]) == ["p.dst"]
+    want = tv["inputs"]["p.src"][(np.arange(8) + tv["inputs"]["p.offset"]) % 8] * tv["inputs"]["p.inner.scale"]
+    np.testing.assert_allclose(tv["outputs"]["p.dst"], want, rtol=1e-6)
+
+
+def test_struct_read_only_and_printf_only_are_not_executed(rows):
+    assert rows["reads_struct_only"]["provenance"]["not_executed_reason"].startswith("writes no array argument")
+    assert rows["prints_only"]["provenance"]["not_executed_reason"].startswith("writes no array argument")
+    assert rows["takes_handle"]["provenance"]["not_executed_reason"] == "argument 'mesh': uint64"
+    assert not any(rows[k]["provenance"]["executed"] for k in ("reads_struct_only", "prints_only", "takes_handle"))
+
+
+def test_indexed_and_fabric_arrays(rows):
+    tv = vectors(rows["indexed"])
+    assert orjson.loads(rows["indexed"]["arg_specs"])[0]["layout"] == "indexed"
+    np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["a"][::-1] + 1.0, rtol=1e-6)  # indices in reverse
+    tv = vectors(rows["fabric_copy"])
+    assert [s["layout"] for s in orjson.loads(rows["fabric_copy"]["arg_specs"])] == ["fabric", "indexedfabric"]
+    np.testing.assert_allclose(tv["outputs"]["b"], (tv["inputs"]["a"] * 2.0)[::-1], rtol=1e-6)
+
+
+def test_vector_types_without_a_name(rows):
+    row = rows["custom_vectors"]
+    dtypes = [s["dtype"] for s in orjson.loads(row["arg_specs"])]
+    assert dtypes == ["vector(5,float32)", "vector(3,int8)", "float32"]
+    tv = vectors(row)
+    assert tv["inputs"]["a"].shape == (8, 5) and tv["inputs"]["b"].shape == (8, 3)
+    np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["a"][:, 4] + tv["inputs"]["b"][:, 2], rtol=1e-6)
+
+
+def test_parametric_dtypes():
+    from cudagen_data.spec import DTYPES, ArgSpec
+
+    assert DTYPES["matrix(2,3,float16)"] == ("float16", (2, 3)) and DTYPES["quaternion(float64)"] == ("float64", (4,))
+    assert "vector(0,float32)" not in DTYPES and "vector(3,complex)" not in DTYPES and "vec3" in DTYPES
+    with pytest.raises(ValueError, match="unknown dtype"):
+        ArgSpec("a", "array", "matrix(2,float32)", (8,))
+    with pytest.raises(ValueError, match="unknown layout"):
+        ArgSpec("a", "scalar", "float32", (), "in", (0.0, 1.0), "fabric")
+    # a plain spec serializes as before (no layout key): synthetic rows' bytes do not change
+    assert "layout" not in ArgSpec("a", "array", "float32", (8,)).to_dict()
+
+
+def test_new_kinds_rerun_from_their_vectors(mined):
+    """What validate and the GPU suite do with these rows: found again, re-run on the
+    recorded inputs; every recorded output comes out the same."""
+    from cudagen_data.dataset.verify import max_error_beyond
+    from cudagen_data.mine.recheck import rerun_rows
+
+    picked = [r for r in mined.rows if r["provenance"]["executed"]]
+    assert {r["provenance"]["qualname"] for r in picked} >= {"through_struct", "indexed", "fabric_copy", "custom_vectors", "write_at_atomic_slot"}
+    for row, rerun in zip(picked, rerun_rows(picked, user_root=TREE.parent)):
+        assert not rerun.error and not rerun.skipped, (row["kernel_name"], rerun.error, rerun.skipped)
+        for name, want in vectors(row)["outputs"].items():
+            assert max_error_beyond(rerun.outputs[name], want, 1e-5, 1e-6) is None, (row["kernel_name"], name)
