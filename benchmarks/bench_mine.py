@@ -52,6 +52,8 @@ def main() -> int:
     print(f"executed with test vectors: {s['executed']}/{s['rows']} = {100 * (s['executed_rate'] or 0):.1f}%")
     print(f"not mined, by reason: {s['rejects_by_reason']}")
     print(f"rows not executed, by reason: {s['not_executed_by_reason']}")
+    print(f"  argument type cannot be filled, by kind of the first such argument: {s['unfillable_arguments']}")
+    print(f"executed rows keeping only their order-independent outputs: {s['executed_partly_order_dependent']}")
     by_dir = Counter(), Counter(), Counter()
     for f in files:
         try:

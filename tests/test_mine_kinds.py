@@ -140,8 +140,16 @@ def test_struct_argument(rows):
 def test_struct_read_only_and_printf_only_are_not_executed(rows):
     assert rows["reads_struct_only"]["provenance"]["not_executed_reason"].startswith("writes no array argument")
     assert rows["prints_only"]["provenance"]["not_executed_reason"].startswith("writes no array argument")
-    assert rows["takes_handle"]["provenance"]["not_executed_reason"] == "argument 'mesh': uint64"
-    assert not any(rows[k]["provenance"]["executed"] for k in ("reads_struct_only", "prints_only", "takes_handle"))
+    assert rows["takes_handle"]["provenance"]["not_executed_reason"] == "argument 'mesh': uint64 handle (uint64)"
+    assert rows["array_of_structs"]["provenance"]["not_executed_reason"] == "argument 'a': array of structs (Inner)"
+    assert not any(rows[k]["provenance"]["executed"] for k in ("reads_struct_only", "prints_only", "takes_handle", "array_of_structs"))
+
+
+def test_unfillable_arguments_counted_by_kind(mined):
+    from cudagen_data.mine.argspecs import unfillable_kind
+
+    assert mined.stats["unfillable_arguments"] == {"uint64 handle": 1, "array of structs": 1}
+    assert unfillable_kind("argument 'p': struct with texture (Texture2D)") == "struct with texture"
 
 
 def test_indexed_and_fabric_arrays(rows):

@@ -73,36 +73,53 @@ def arg_specs(kernel) -> tuple[list[ArgSpec] | None, str]:
 
 
 def _add_specs(specs: list[ArgSpec], name: str, t, role: str, depth: int = 0) -> str:
-    """Append the spec(s) of one argument (or struct field); "" or why it cannot be filled."""
+    """Append the spec(s) of one argument (or struct field); "" or why it cannot be
+    filled: ``'name': KIND (type)``, KIND as :func:`unfillable_kind` reads it back."""
     layout = warp_mining.array_layout(t)
     if layout is not None:
         dtype = dtype_name(t.dtype)
         if dtype is None:
-            return f"{name!r}: array of {getattr(t.dtype, '__name__', t.dtype)}"
-        if layout in ("fabric", "indexedfabric") and not _fabric_dtype(dtype):
-            return f"{name!r}: fabric array of {dtype}"
+            what = "array of structs" if warp_mining.struct_fields(t.dtype) is not None else "array of another type"
+            return f"{name!r}: {what} ({_type_name(t.dtype)})"
         if layout in ("fabric", "indexedfabric") and t.ndim != 1:
-            return f"{name!r}: {t.ndim}-D fabric array"
+            return f"{name!r}: fabric array of arrays ({dtype})"
+        if layout in ("fabric", "indexedfabric") and not _fabric_dtype(dtype):
+            return f"{name!r}: fabric array of another type ({dtype})"
         domain = INT_DOMAIN if not is_float_dtype(dtype) else FLOAT_DOMAIN
         specs.append(ArgSpec(name, "array", dtype, (EXTENT,) * t.ndim, role, domain, layout))
         return ""
     fields = warp_mining.struct_fields(t)
     if fields is not None:
         if depth >= MAX_STRUCT_DEPTH:
-            return f"{name!r}: structs nested deeper than {MAX_STRUCT_DEPTH}"
+            return f"{name!r}: struct nested deeper than {MAX_STRUCT_DEPTH} ({_type_name(t)})"
         for field_name, field_type in fields:
             # Warp does not track which struct fields a kernel writes: every field array is
             # drawn and read back; those the run leaves unchanged are dropped (worker.run_one).
             why = _add_specs(specs, f"{name}.{field_name}", field_type, "inout", depth + 1)
             if why:
-                return f"{name!r}: struct {getattr(t, 'key', '')} field {why}"
+                inner = why.split(": ", 1)[1]
+                kind = inner if inner.startswith("struct with") else f"struct with {inner}"
+                return f"{name!r}: {kind}"
         return ""
     dtype = dtype_name(t)
-    if dtype is None or dtype == "uint64":  # uint64 scalars are handles (mesh, bvh, volume ids)
-        return f"{name!r}: {getattr(t, '__name__', str(t))}"
+    if dtype == "uint64":  # uint64 scalars are handles (mesh, bvh, volume ids)
+        return f"{name!r}: uint64 handle (uint64)"
+    if dtype is None:
+        what = "texture" if _type_name(t).startswith("Texture") else ("array of another kind" if hasattr(t, "ndim") else "another type")
+        return f"{name!r}: {what} ({_type_name(t)})"
     domain = INT_DOMAIN if not is_float_dtype(dtype) else FLOAT_SCALAR_DOMAIN
     specs.append(ArgSpec(name, "scalar", dtype, (), "in", domain))
     return ""
+
+
+def _type_name(t) -> str:
+    return str(getattr(t, "key", None) or getattr(t, "__name__", None) or t)
+
+
+def unfillable_kind(reason: str) -> str:
+    """The KIND of a not-executed reason ``argument 'x': KIND (type)`` (stats, reports)."""
+    what = reason.split(": ", 1)[1] if reason.startswith("argument ") and ": " in reason else reason
+    return what.split(" (", 1)[0]
 
 
 def _fabric_dtype(dtype: str) -> bool:

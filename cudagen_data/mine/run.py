@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .argspecs import unfillable_kind
 from .discover import SourceFile, find_files, kernel_defs
 from .pool import FileResult, Options, mine_files
 from .rows import build_rows, reject_record
@@ -95,6 +96,8 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
         "rejects_by_reason": dict(sorted(by_reason.items())),
         "not_executed_by_reason": dict(sorted(not_run.items())),
+        "unfillable_arguments": dict(Counter(unfillable_kind(row["provenance"]["not_executed_reason"]) for row in rows
+                                             if row["provenance"]["not_executed_reason"].startswith("argument ")).most_common()),
         # executed rows that keep only part of their outputs/gradients: the rest depend on thread order
         "executed_partly_order_dependent": sum(1 for row in rows if row["provenance"]["order_dependent"]),
         # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite

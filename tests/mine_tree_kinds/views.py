@@ -59,3 +59,9 @@ def prints_only(a: wp.array(dtype=float)):
 @wp.kernel
 def takes_handle(mesh: wp.uint64, out: wp.array(dtype=float)):
     out[wp.tid()] = float(mesh)
+
+
+@wp.kernel
+def array_of_structs(a: wp.array(dtype=Inner), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = a[i].scale
