@@ -80,6 +80,51 @@ def test_mixed_kernel_keeps_its_order_independent_outputs(rows):
     assert sorted(vectors(row)["outputs"]) == ["counter", "total"]
 
 
+def test_lost_updates_are_not_kept(rows):
+    """Plain read-modify-write stores from several threads: the same sum in any sequential
+    order (reversing shows nothing), lost updates on a GPU."""
+    row = rows["lost_update"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == ["outputs.counter"]
+    tv = vectors(row)
+    assert list(tv["outputs"]) == ["out"]
+    np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["vals"] + 1.0, rtol=1e-6)
+    groups = rows["count_groups"]["provenance"]
+    assert not groups["executed"] and groups["not_executed_reason"] == (
+        "outputs depend on thread order: 'sizes' stored by several threads without an atomic")
+
+
+def test_stores_that_do_not_race_are_kept(rows):
+    row = rows["same_value_everywhere"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
+    tv = vectors(row)
+    assert tv["outputs"]["out"][0] == np.float32(tv["inputs"]["a"][0] * 2.0)
+    row = rows["rows_2d"]
+    assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
+    tv = vectors(row)
+    np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["a"].T * 3.0, rtol=1e-6)
+
+
+def test_shared_stores_read_from_the_forward():
+    """The static half: plain stores at an index other than the thread's own."""
+    from cudagen_data.mine.order import shared_stores
+
+    forward = """
+        builtin_tid2d(var_0, var_1);
+        var_4 = wp::load(var_3);
+        wp::array_store(var_a, var_4, var_2);
+        wp::array_store(var_m, var_1, var_0, var_14);
+        wp::array_store(var_n, var_0, var_14);
+        var_7 = wp::atomic_add(var_s, var_0, var_6);
+        var_9 = &(((var_p).inner).d);
+        var_11 = wp::load(var_9);
+        wp::array_store(var_11, var_0, var_1, var_7);
+        wp::store(&(wp::index(var_v, var_8).component_ref(var_3)), var_1);
+    """
+    names = {"a", "m", "n", "s", "p.inner.d", "v"}
+    # m[j, i] and p.inner.d[i, j] are each thread's own; n[i] is shared by the threads of a row
+    assert shared_stores(forward, names) == {"a", "n", "v"}
+
+
 def test_ordinary_kernel(rows):
     row = rows["ordinary"]
     tv = vectors(row)

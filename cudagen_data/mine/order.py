@@ -12,9 +12,18 @@ left with no output is not executed.
 Float sums accumulated with atomics differ between orders only by rounding: the
 comparison allows half the GPU suite's tolerance for mined rows
 (:func:`gpu.tolerance.fallback_tolerance`), so such sums stay.
+
+Reversing cannot show a lost update: ``c[k] = c[k] + 1`` from several threads sums up in
+any sequential order, while a GPU's threads read before others write.  So the forward
+CUDA is read for plain (non-atomic) stores whose index is not the thread's own
+(:func:`shared_stores`), and for those arrays the run is repeated with 1, 2, ... threads
+(:func:`written_by_several`): an element that more than one thread changes is written
+by several threads without an atomic, and its array is not kept.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -58,3 +67,50 @@ def without(vectors: dict, entries: list[str]) -> dict | None:
         part, name = entry.split(".", 1)
         kept[part].pop(name, None)
     return kept if kept["outputs"] else None
+
+
+# --------------------------------------------------------------------------- lost updates
+
+_TID = re.compile(r"(var_\w+) = builtin_tid1d\(\)|builtin_tid[234]d\(([^)]*)\)")
+_STORE = re.compile(r"wp::array_store\(([^,]+), ([^;]*)\);|wp::store\(&\(wp::index\(([^,]+), ([^)]*)\)")
+_REF = re.compile(r"(var_\w+) = &\(([^;]*)\);")
+_LOAD = re.compile(r"(var_\w+) = wp::load\((var_\w+)\);")
+
+
+def shared_stores(forward: str, names: set[str]) -> set[str]:
+    """Array arguments (or struct field arrays, ``s.f``) of ``names`` that the forward
+    stores to without an atomic at an index that is not exactly the thread's own
+    (``wp.tid()``): several threads may store to one element."""
+    tid: list[str] = []
+    for m in _TID.finditer(forward):
+        tid += [m.group(1)] if m.group(1) else [v.strip() for v in m.group(2).split(",")]
+    refs = {m.group(1): m.group(2) for m in _REF.finditer(forward)}
+    loads = {m.group(1): m.group(2) for m in _LOAD.finditer(forward)}
+    found = set()
+    for m in _STORE.finditer(forward):
+        if m.group(1) is not None:
+            target, args = m.group(1), [a.strip() for a in m.group(2).split(",")][:-1]  # the last is the value
+        else:
+            target, args = m.group(3), [a.strip() for a in m.group(4).split(",")]
+        name = _argument(target.strip(), refs, loads)
+        if name in names and sorted(args) != sorted(tid):
+            found.add(name)
+    return found
+
+
+def _argument(var: str, refs: dict[str, str], loads: dict[str, str]) -> str:
+    """The argument (``a``) or struct field (``s.f``) a CUDA variable holds, "" if unknown."""
+    if var in loads and loads[var] in refs:
+        var = refs[loads[var]].replace("(", "").replace(")", "")
+    return var[4:] if var.startswith("var_") else ""
+
+
+def written_by_several(states: list[np.ndarray], ndim: int) -> bool:
+    """``states``: an array (``ndim`` dimensions, then its dtype's components) before any
+    thread ran, then after 1, 2, ... threads (each run from the same inputs).  True if
+    some element changes at more than one step."""
+    counts = np.zeros(states[0].shape[:ndim], dtype=int)
+    for before, after in zip(states, states[1:]):
+        changed = np.asarray(before != after)
+        counts += changed.reshape(changed.shape[:ndim] + (-1,)).any(axis=-1) if changed.ndim > ndim else changed
+    return bool(np.any(counts > 1))

@@ -279,6 +279,7 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
     dropped = order.order_dependent(done.test_vectors, again.test_vectors)
     if not dropped:
         return done
+    dropped = done.order_dependent + dropped
     kept = order.without(done.test_vectors, dropped)
     if kept is None:
         names = ", ".join(repr(d.split(".", 1)[1]) for d in dropped if d.startswith("outputs."))
@@ -423,11 +424,43 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         return Executed(index, None, k.arg_specs, f"run failed: {_first_line(exc)}")
     finally:
         tape.reset()
+    racy = []
+    if given is None:
+        try:
+            racy = lost_updates(k, spec, kernel, result.inputs, set(result.outputs), device)
+        except Exception as exc:  # noqa: BLE001 - a run with fewer threads that fails: not shown safe
+            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {_first_line(exc)})")
+        for name in racy:
+            del result.outputs[name]
+        if racy and not result.outputs:
+            names = ", ".join(repr(n) for n in racy)
+            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN}: {names} stored by several threads without an atomic")
     vectors = orjson.loads(execute.test_vectors(spec, result).to_json())
     check, clock = None, time.perf_counter()
     if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
         check = gradient_check_of(spec, kernel, result, device)
-    return Executed(index, vectors, [a.to_dict() for a in spec.args], "", check, time.perf_counter() - clock)
+    return Executed(index, vectors, [a.to_dict() for a in spec.args], "", check, time.perf_counter() - clock,
+                    [f"outputs.{n}" for n in racy])
+
+
+def lost_updates(k: MinedKernel, spec: KernelSpec, kernel, inputs: dict, outputs: set[str], device: str) -> list[str]:
+    """Outputs that several threads store to without an atomic (:mod:`.order`): the
+    forward's plain stores at an index other than the thread's own, then the kernel run
+    from the same inputs with 1, 2, ... threads (along the launch's first dimension)."""
+    wp = warp_env.warp()
+    suspects = sorted(order.shared_stores(k.forward, outputs))
+    if not suspects:
+        return []
+    args = {a.name: a for a in spec.args}
+    states = {n: [np.asarray(inputs[n]).copy()] for n in suspects}
+    for threads in range(1, spec.launch_dim[0] + 1):
+        made = {a.name: values.warp_value(a, inputs[a.name], device, False) for a in spec.args}
+        dim = (threads,) + tuple(spec.launch_dim[1:])
+        with warp_env.quiet_stderr():
+            wp.launch(kernel, dim=dim[0] if len(dim) == 1 else dim, inputs=values.launch_values(kernel, spec.args, {n: m[0] for n, m in made.items()}), device=device)
+        for n in suspects:
+            states[n].append(made[n][1].numpy().copy())
+    return [n for n in suspects if order.written_by_several(states[n], len(args[n].shape))]
 
 
 def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:

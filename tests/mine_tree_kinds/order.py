@@ -40,3 +40,29 @@ def slot_and_sum(vals: wp.array(dtype=float), counter: wp.array(dtype=int), orde
 def ordinary(a: wp.array(dtype=float), out: wp.array(dtype=float)):
     i = wp.tid()
     out[i] = a[i] * a[i] + 1.0
+
+
+@wp.kernel
+def lost_update(vals: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):
+    i = wp.tid()
+    counter[0] = counter[0] + 1  # not atomic: a GPU loses updates; the CPU's sequential threads do not
+    out[i] = vals[i] + 1.0
+
+
+@wp.kernel
+def count_groups(colors: wp.array(dtype=int), sizes: wp.array(dtype=int)):
+    # meant for one thread (as warp's coloring.count_color_group_sizes): run with 8, each counts everything
+    for n in range(colors.shape[0]):
+        c = colors[n]
+        sizes[c] = sizes[c] + 1
+
+
+@wp.kernel
+def same_value_everywhere(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    out[0] = a[0] * 2.0  # every thread stores the same value: any order gives it
+
+
+@wp.kernel
+def rows_2d(a: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    out[j, i] = a[i, j] * 3.0  # a transpose: each element stored by one thread, not the thread's own index
