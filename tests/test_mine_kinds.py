@@ -125,6 +125,24 @@ def test_shared_stores_read_from_the_forward():
     assert shared_stores(forward, names) == {"a", "n", "v"}
 
 
+def test_reversed_run_skipped_only_where_the_forward_shows_no_order():
+    from cudagen_data.mine.order import plainly_independent
+
+    forward = """{
+        builtin_tid2d(var_0, var_1);
+        var_2 = wp::address(var_a, var_0, var_1);
+        var_3 = wp::load(var_2);
+        var_4 = wp::address(var_b, var_5, var_0);
+        wp::array_store(var_a, var_0, var_1, var_3);
+    }"""
+    assert plainly_independent(forward, ["a", "b"])  # b is only read, at any index
+    assert not plainly_independent(forward.replace("wp::address(var_a, var_0, var_1)", "wp::address(var_a, var_1, var_0)"), ["a", "b"])
+    assert not plainly_independent(forward.replace("var_3 = wp::load(var_2)", "var_3 = helper_0(var_a, var_0)"), ["a", "b"])
+    assert not plainly_independent(forward + "var_9 = wp::atomic_add(var_b, var_0, var_3);", ["a", "b"])
+    assert not plainly_independent(forward.replace("builtin_tid2d(var_0, var_1);", ""), ["a", "b"])
+    assert not plainly_independent(forward, ["a", "p.b"])  # struct fields: always run reversed
+
+
 def test_ordinary_kernel(rows):
     row = rows["ordinary"]
     tv = vectors(row)

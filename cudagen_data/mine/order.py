@@ -114,3 +114,39 @@ def written_by_several(states: list[np.ndarray], ndim: int) -> bool:
         changed = np.asarray(before != after)
         counts += changed.reshape(changed.shape[:ndim] + (-1,)).any(axis=-1) if changed.ndim > ndim else changed
     return bool(np.any(counts > 1))
+
+
+# --------------------------------------------------------------------------- no run needed
+
+_CALL = re.compile(r"(?<![\w:.>])([A-Za-z_]\w*)\(")
+_NOT_CALLS = {"builtin_tid1d", "builtin_tid2d", "builtin_tid3d", "builtin_tid4d", "static_cast", "sizeof", "for", "if", "while",
+              "switch", "return"}
+_OWN_USE = r"wp::(?:address|index|array_store)\({var}, ([^;]*?)\)"
+
+
+def plainly_independent(forward: str, arrays: list[str]) -> bool:
+    """True when the forward cannot depend on thread order, read off the CUDA text: no
+    atomics, no call of a user function (it may take an array), and every array the
+    kernel stores to is read and written only at exactly the thread's own index.  Such
+    kernels skip the reversed run; anything unclear (struct arguments, no ``wp.tid()``)
+    does not."""
+    body = forward.split("{", 1)[-1]
+    tid: list[str] = []
+    for m in _TID.finditer(body):
+        tid += [m.group(1)] if m.group(1) else [v.strip() for v in m.group(2).split(",")]
+    if not tid or "wp::atomic_" in body or any("." in a for a in arrays):
+        return False
+    if any(name not in _NOT_CALLS for name in _CALL.findall(body)):
+        return False
+    stored = {a for a in arrays if re.search(rf"wp::(?:array_store\(|store\(&\(wp::index\(){re.escape('var_' + a)},", body)}
+    for a in stored:
+        var = re.escape("var_" + a)
+        uses = len(re.findall(rf"{var}\b", body))
+        own = 0
+        for m in re.finditer(_OWN_USE.format(var=var), body):
+            args = [x.strip() for x in m.group(1).split(",")]
+            args = args[:-1] if m.group(0).startswith("wp::array_store") else args
+            own += args == tid  # in order: a[j, i] = a[i, j] reads what another thread writes
+        if own != uses:
+            return False
+    return True

@@ -24,7 +24,8 @@ FILES = ("tests/test_copy.py", "tests/test_generics.py", "tests/test_lerp.py", "
 # Files whose kernels the H100 found order-dependent before the reversed-order check
 # (scatters through atomic_add's slot, colliding index inputs), and the new argument kinds.
 ORDER_FILES = ("_src/fem/space/partition.py", "_src/fem/space/trimesh_function_space.py", "_src/coloring.py",
-               "_src/optim/linear.py", "tests/test_fabricarray.py", "tests/test_indexedarray.py", "tests/test_struct.py")
+               "_src/optim/linear.py", "_src/render/render_opengl.py", "tests/test_fabricarray.py",
+               "tests/test_indexedarray.py", "tests/test_struct.py")
 
 
 def _mine(paths, tmp_path_factory, name):
