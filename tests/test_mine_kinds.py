@@ -139,8 +139,11 @@ def test_reversed_run_skipped_only_where_the_forward_shows_no_order():
     assert not plainly_independent(forward.replace("wp::address(var_a, var_0, var_1)", "wp::address(var_a, var_1, var_0)"), ["a", "b"])
     assert not plainly_independent(forward.replace("var_3 = wp::load(var_2)", "var_3 = helper_0(var_a, var_0)"), ["a", "b"])
     assert not plainly_independent(forward + "var_9 = wp::atomic_add(var_b, var_0, var_3);", ["a", "b"])
-    assert not plainly_independent(forward.replace("builtin_tid2d(var_0, var_1);", ""), ["a", "b"])
+    assert plainly_independent(forward.replace("builtin_tid2d(var_0, var_1);", ""), ["a", "b"])  # identical threads
+    assert plainly_independent(forward + "// helper(a, i) quoted from the Python source\n", ["a", "b"])
     assert not plainly_independent(forward, ["a", "p.b"])  # struct fields: always run reversed
+    aliased = forward.replace("wp::array_store(var_a, var_0, var_1, var_3);", "var_7 = var_a;\n wp::array_store(var_7, var_0, var_1, var_3);")
+    assert not plainly_independent(aliased, ["a", "b"])
 
 
 def test_ordinary_kernel(rows):

@@ -81,6 +81,7 @@ def shared_stores(forward: str, names: set[str]) -> set[str]:
     """Array arguments (or struct field arrays, ``s.f``) of ``names`` that the forward
     stores to without an atomic at an index that is not exactly the thread's own
     (``wp.tid()``): several threads may store to one element."""
+    forward = _code(forward)
     tid: list[str] = []
     for m in _TID.finditer(forward):
         tid += [m.group(1)] if m.group(1) else [v.strip() for v in m.group(2).split(",")]
@@ -127,18 +128,24 @@ _OWN_USE = r"wp::(?:address|index|array_store)\({var}, ([^;]*?)\)"
 def plainly_independent(forward: str, arrays: list[str]) -> bool:
     """True when the forward cannot depend on thread order, read off the CUDA text: no
     atomics, no call of a user function (it may take an array), and every array the
-    kernel stores to is read and written only at exactly the thread's own index.  Such
-    kernels skip the reversed run; anything unclear (struct arguments, no ``wp.tid()``)
-    does not."""
-    body = forward.split("{", 1)[-1]
+    kernel stores to is read and written only at exactly the thread's own index; or no
+    ``wp.tid()`` at all (identical threads: reordering them changes nothing, while lost
+    updates among them are :func:`shared_stores`' to find).  Such kernels skip the
+    reversed run; anything unclear (struct arguments, say) does not."""
+    body = _code(forward.split("{", 1)[-1])
     tid: list[str] = []
     for m in _TID.finditer(body):
         tid += [m.group(1)] if m.group(1) else [v.strip() for v in m.group(2).split(",")]
-    if not tid or "wp::atomic_" in body or any("." in a for a in arrays):
+    if not tid:
+        return True  # every thread runs the same code on the same data: any order is this order
+    if "wp::atomic_" in body or any("." in a for a in arrays):
         return False
     if any(name not in _NOT_CALLS for name in _CALL.findall(body)):
         return False
-    stored = {a for a in arrays if re.search(rf"wp::(?:array_store\(|store\(&\(wp::index\(){re.escape('var_' + a)},", body)}
+    targets = {(m.group(1) or m.group(3)).strip() for m in _STORE.finditer(body)}
+    if "wp::store(" in body.replace("wp::store(&(wp::index(", "") or targets - {"var_" + a for a in arrays}:
+        return False  # a store through something else than an array argument (an alias, a pointer)
+    stored = {a for a in arrays if "var_" + a in targets}
     for a in stored:
         var = re.escape("var_" + a)
         uses = len(re.findall(rf"{var}\b", body))
@@ -150,3 +157,8 @@ def plainly_independent(forward: str, arrays: list[str]) -> bool:
         if own != uses:
             return False
     return True
+
+
+def _code(text: str) -> str:
+    """CUDA text without its ``//`` comments (Warp quotes the Python source in them)."""
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
