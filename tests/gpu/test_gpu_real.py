@@ -47,7 +47,7 @@ def _files(names):
 
 
 @pytest.fixture(scope="module")
-def mined_folder(tmp_path_factory):
+def mined_folder(cuda_device, tmp_path_factory):  # cuda_device first: without a GPU, skip before mining
     every = int(os.environ.get("CUDAGEN_GPU_REAL_EVERY", "0"))
     if every:
         from cudagen_data.mine import discover
