@@ -93,6 +93,14 @@ def test_lost_updates_are_not_kept(rows):
         "outputs depend on thread order: 'sizes' stored by several threads without an atomic")
 
 
+def test_lanes_updating_one_row_through_a_view_are_not_kept(rows):
+    """Stores through a view of a row, by the 8 lanes of that row: each thread of a row
+    changes it again (seen when threads are added along the second dimension)."""
+    row = rows["lanes_rewrite_a_row"]
+    assert row["provenance"]["order_dependent"] == ["outputs.h"]
+    assert list(vectors(row)["outputs"]) == ["out"]
+
+
 def test_stores_that_do_not_race_are_kept(rows):
     row = rows["same_value_everywhere"]
     assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
@@ -119,10 +127,14 @@ def test_shared_stores_read_from_the_forward():
         var_11 = wp::load(var_9);
         wp::array_store(var_11, var_0, var_1, var_7);
         wp::store(&(wp::index(var_v, var_8).component_ref(var_3)), var_1);
+        var_20 = wp::view(var_h, var_0);
+        wp::array_store(var_20, var_1, var_7);
+        var_21 = wp::view(var_g, var_0);
+        wp::array_store(var_21, var_5, var_7);
     """
-    names = {"a", "m", "n", "s", "p.inner.d", "v"}
-    # m[j, i] and p.inner.d[i, j] are each thread's own; n[i] is shared by the threads of a row
-    assert shared_stores(forward, names) == {"a", "n", "v"}
+    names = {"a", "m", "n", "s", "p.inner.d", "v", "h", "g"}
+    # m[j, i], p.inner.d[i, j] and h[i][j] are each thread's own; n[i] is shared by the threads of a row
+    assert shared_stores(forward, names) == {"a", "n", "v", "g"}
 
 
 def test_reversed_run_skipped_only_where_the_forward_shows_no_order():

@@ -17,8 +17,9 @@ Reversing cannot show a lost update: ``c[k] = c[k] + 1`` from several threads su
 any sequential order, while a GPU's threads read before others write.  So the forward
 CUDA is read for plain (non-atomic) stores whose index is not the thread's own
 (:func:`shared_stores`), and for those arrays the run is repeated with 1, 2, ... threads
-(:func:`written_by_several`): an element that more than one thread changes is written
-by several threads without an atomic, and its array is not kept.
+along each launch dimension in turn (:func:`written_by_several`): an element that more
+than one thread changes is written by several threads without an atomic, and its array
+is not kept.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ _TID = re.compile(r"(var_\w+) = builtin_tid1d\(\)|builtin_tid[234]d\(([^)]*)\)")
 _STORE = re.compile(r"wp::array_store\(([^,]+), ([^;]*)\);|wp::store\(&\(wp::index\(([^,]+), ([^)]*)\)")
 _REF = re.compile(r"(var_\w+) = &\(([^;]*)\);")
 _LOAD = re.compile(r"(var_\w+) = wp::load\((var_\w+)\);")
+_VIEW = re.compile(r"(var_\w+) = wp::view\((var_\w+), ([^;]*)\);")
 
 
 def shared_stores(forward: str, names: set[str]) -> set[str]:
@@ -87,13 +89,18 @@ def shared_stores(forward: str, names: set[str]) -> set[str]:
         tid += [m.group(1)] if m.group(1) else [v.strip() for v in m.group(2).split(",")]
     refs = {m.group(1): m.group(2) for m in _REF.finditer(forward)}
     loads = {m.group(1): m.group(2) for m in _LOAD.finditer(forward)}
+    views = {m.group(1): (m.group(2), [a.strip() for a in m.group(3).split(",")]) for m in _VIEW.finditer(forward)}
     found = set()
     for m in _STORE.finditer(forward):
         if m.group(1) is not None:
-            target, args = m.group(1), [a.strip() for a in m.group(2).split(",")][:-1]  # the last is the value
+            target, args = m.group(1).strip(), [a.strip() for a in m.group(2).split(",")][:-1]  # the last is the value
         else:
-            target, args = m.group(3), [a.strip() for a in m.group(4).split(",")]
-        name = _argument(target.strip(), refs, loads)
+            target, args = m.group(3).strip(), [a.strip() for a in m.group(4).split(",")]
+        for _ in range(4):  # a store into a view (H[b, i][j] = ...) is a store into its array at (b, i, j)
+            if target not in views:
+                break
+            target, args = views[target][0], views[target][1] + args
+        name = _argument(target, refs, loads)
         if name in names and sorted(args) != sorted(tid):
             found.add(name)
     return found

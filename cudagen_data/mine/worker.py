@@ -453,21 +453,26 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
 def lost_updates(k: MinedKernel, spec: KernelSpec, kernel, inputs: dict, outputs: set[str], device: str) -> list[str]:
     """Outputs that several threads store to without an atomic (:mod:`.order`): the
     forward's plain stores at an index other than the thread's own, then the kernel run
-    from the same inputs with 1, 2, ... threads (along the launch's first dimension)."""
+    from the same inputs with 1, 2, ... threads along each launch dimension in turn."""
     wp = warp_env.warp()
     suspects = sorted(order.shared_stores(k.forward, outputs))
     if not suspects:
         return []
     args = {a.name: a for a in spec.args}
-    states = {n: [np.asarray(inputs[n]).copy()] for n in suspects}
-    for threads in range(1, spec.launch_dim[0] + 1):
-        made = {a.name: values.warp_value(a, inputs[a.name], device, False) for a in spec.args}
-        dim = (threads,) + tuple(spec.launch_dim[1:])
-        with warp_env.quiet_stderr():
-            wp.launch(kernel, dim=dim[0] if len(dim) == 1 else dim, inputs=values.launch_values(kernel, spec.args, {n: m[0] for n, m in made.items()}), device=device)
-        for n in suspects:
-            states[n].append(made[n][1].numpy().copy())
-    return [n for n in suspects if order.written_by_several(states[n], len(args[n].shape))]
+    several: set[str] = set()
+    for axis in range(len(spec.launch_dim)):  # threads added along each dimension in turn
+        states = {n: [np.asarray(inputs[n]).copy()] for n in suspects}
+        for threads in range(1, spec.launch_dim[axis] + 1):
+            made = {a.name: values.warp_value(a, inputs[a.name], device, False) for a in spec.args}
+            dim = list(spec.launch_dim)
+            dim[axis] = threads
+            with warp_env.quiet_stderr():
+                wp.launch(kernel, dim=dim[0] if len(dim) == 1 else tuple(dim), device=device,
+                          inputs=values.launch_values(kernel, spec.args, {n: m[0] for n, m in made.items()}))
+            for n in suspects:
+                states[n].append(made[n][1].numpy().copy())
+        several |= {n for n in suspects if order.written_by_several(states[n], len(args[n].shape))}
+    return [n for n in suspects if n in several]
 
 
 def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:

@@ -66,3 +66,13 @@ def same_value_everywhere(a: wp.array(dtype=float), out: wp.array(dtype=float)):
 def rows_2d(a: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
     i, j = wp.tid()
     out[j, i] = a[i, j] * 3.0  # a transpose: each element stored by one thread, not the thread's own index
+
+
+@wp.kernel
+def lanes_rewrite_a_row(h: wp.array2d(dtype=float), out: wp.array(dtype=float)):
+    # as warp's _gmres_solve_least_squares: every lane of a row updates the row in place
+    row, _lane = wp.tid()
+    r = h[row]
+    for j in range(h.shape[1]):
+        r[j] = r[j] * 0.5 + 1.0
+    out[row] = 2.0
