@@ -12,7 +12,7 @@ import pytest
 
 from cudagen_data.dataset.verify import ValidationReport, iter_rows_from, validate_path, validate_rows
 from cudagen_data.pipeline import ProduceConfig, ProduceError, produce
-from cudagen_data.pipeline.scheduler import Scheduler, first_batch_parts
+from cudagen_data.pipeline.scheduler import Scheduler, first_batch_ranges
 
 CATS = ("arithmetic", "math", "vector")
 
@@ -125,7 +125,12 @@ def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
 
 def test_first_batch_is_cut_fine_then_normal():
     config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
-    assert first_batch_parts(config, 1) == 10
+    # one part of 10 slots per worker, then the rest of the batch cut as any batch
+    sizes = lambda ranges: [len(r) for r in ranges]  # noqa: E731
+    assert sizes(first_batch_ranges(config, 0, 1, 2)) == [10, 10, 80]
+    assert sizes(first_batch_ranges(config, 0, 2, 2)) == [10, 10, 40, 40]
+    assert sizes(first_batch_ranges(config, 0, 1, 1)) == [10, 90]
+    assert [r.start for r in first_batch_ranges(config, 3, 2, 2)] == [300, 310, 320, 360]
     scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
     scheduler.config, scheduler.parts = config, 1
     scheduler.executor = __import__("types").SimpleNamespace(workers=500)  # a window of 1,000 units

@@ -44,18 +44,28 @@ def plan_parts(config: ProduceConfig, workers: int) -> int:
     return max(1, min(4, -(-6 * workers // batches), config.batch_size))
 
 
-FIRST_PART_SLOTS = 10  # the first batch of a run is cut this fine: the progress bar moves within seconds
+FIRST_PART_SLOTS = 10  # the first parts of a run are this small: the progress bar moves within seconds
 
 
-def first_batch_parts(config: ProduceConfig, parts: int) -> int:
-    """Parts of the first batch a run starts: small ones, so that the first results (and the
-    progress bar) come after seconds, not after a whole part of a batch.  Like any cut,
-    it changes the speed, never the rows."""
-    return max(parts, -(-config.batch_size // FIRST_PART_SLOTS))
+def first_batch_ranges(config: ProduceConfig, batch: int, parts: int, workers: int) -> list[range]:
+    """The parts of the first batch a run starts: one small part per worker first, so that
+    the first results (and the progress bar) come after seconds, not after a whole part
+    of a batch; the rest of the batch is cut as any other (``parts``).  Only a few parts
+    are small: every part pays a fixed cost (an NVRTC call per preamble, two CPU module
+    builds: ~1 s on the 2-core machine), so ten parts of ten slots cost ~8 s of worker time
+    more than one of a hundred.  Like any cut, it changes the speed, never the rows."""
+    slots = config.batch_slots(batch)
+    small_end = min(slots.start + max(1, workers) * FIRST_PART_SLOTS, slots.stop)
+    head = _cut(range(slots.start, small_end), -(-(small_end - slots.start) // FIRST_PART_SLOTS))
+    return head + _cut(range(small_end, slots.stop), parts)
 
 
 def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
     slots = config.batch_slots(batch)
+    return _cut(slots, parts)
+
+
+def _cut(slots: range, parts: int) -> list[range]:
     bounds = [slots.start + len(slots) * i // parts for i in range(parts + 1)]
     return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
@@ -92,8 +102,11 @@ class Scheduler:
             if not self.queued:
                 if self.next_batch >= self.max_batches:
                     return
-                parts = first_batch_parts(config, self.parts) if self.next_batch == self.first_batch else self.parts
-                self.queued.extend((self.next_batch, r) for r in part_ranges(config, self.next_batch, parts))
+                if self.next_batch == self.first_batch:
+                    ranges = first_batch_ranges(config, self.next_batch, self.parts, self.executor.workers)
+                else:
+                    ranges = part_ranges(config, self.next_batch, self.parts)
+                self.queued.extend((self.next_batch, r) for r in ranges)
                 self.next_batch += 1
             skip = frozenset(c for c in config.categories if self._predicted_full(c))
             if len(skip) == len(config.categories):
