@@ -66,11 +66,12 @@ def generate(category: str, seed: int, index: int) -> KernelSpec:
     # the kernel has a construct whose Warp adjoint is wrong.  The prediction is
     # conservative (some kernels it flags differentiate correctly), so a kernel still
     # flagged after REDRAWS is kept: the gradient check decides, and rejects what is wrong.
+    cause = forward_only_cause(spec)
     for _ in range(REDRAWS):
-        if forward_only_cause(spec) or not adjoint_hazard(spec):
+        if cause or not adjoint_hazard(spec):
             break
         spec = fn(rng)
-    cause = forward_only_cause(spec)
+        cause = forward_only_cause(spec)
     if cause:
         spec = declare_forward_only(spec, cause)
     return dataclasses.replace(spec, category=category, seed=int(seed), index=int(index))

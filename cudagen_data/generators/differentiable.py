@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import threading
 
+from ..astwalk import walk
 from ..spec import KernelSpec, is_float_dtype
 
 MAX_UNROLL = 16  # warp.config.max_unroll in Warp 1.19
@@ -34,6 +36,23 @@ FORWARD_ONLY_LINE = 'wp.set_module_options({"enable_backward": False})'
 # them is zero, as the max shift of a softmax: the gradient check decides those, and
 # tile_reduce; tile_full of a computed value is an adjoint hazard: drawn again.)
 NO_ADJOINT = ("tile_scan_inclusive", "tile_scan_exclusive", "tile_argmax", "tile_argmin", "frac")
+
+
+_memo = threading.local()  # .walks: set during one adjoint_hazard call (per thread)
+
+
+def _walk(node: ast.AST) -> list[ast.AST]:
+    """``ast.walk(node)`` as a list; within :func:`adjoint_hazard`, which walks the same
+    subtrees many times over (each statement of a nested block once per enclosing block),
+    remembered per node: the same nodes in the same order, computed once.  The memo holds
+    the node itself, so its id cannot be reused by another node while the memo lives."""
+    walks = getattr(_memo, "walks", None)
+    if walks is None:
+        return walk(node)
+    got = walks.get(id(node))
+    if got is None:
+        got = walks[id(node)] = (node, walk(node))
+    return got[1]
 
 
 def _name(node: ast.AST) -> str:
@@ -60,7 +79,7 @@ def forward_only_cause(spec: KernelSpec) -> str | None:
         return "no float output array"
     tree = ast.parse(spec.python_source)
     inout = {a.name for a in spec.args if a.role == "inout"}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.While):
             return "while loop"
         if isinstance(node, ast.Call):
@@ -74,14 +93,22 @@ def forward_only_cause(spec: KernelSpec) -> str | None:
 
 def adjoint_hazard(spec: KernelSpec) -> str | None:
     """The first construct in ``spec`` that Warp 1.19 differentiates wrongly, or None."""
+    _memo.walks = {}
+    try:
+        return _adjoint_hazard(spec)
+    finally:
+        _memo.walks = None
+
+
+def _adjoint_hazard(spec: KernelSpec) -> str | None:
     tree = ast.parse(spec.python_source)
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) == "tile_full" and not _constant_value(node):
             return "wp.tile_full of a computed value has no adjoint"
         if isinstance(node, ast.Call) and _name(node.func) == "tile_load" and node.args and \
                 {"out", "inout"} & {roles_of(spec).get(_base(node.args[0]), "")}:
             if any(isinstance(n, ast.Call) and _name(n.func) == "tile_store" and n.args and _base(n.args[0]) == _base(node.args[0])
-                   for n in ast.walk(tree)):
+                   for n in _walk(tree)):
                 return f"reads output array {_base(node.args[0])!r} before overwriting it"
     consts = _constants(tree)
     roles = roles_of(spec)
@@ -149,20 +176,20 @@ class _Body:
     def function(self, fn: ast.FunctionDef) -> str | None:
         self.ints = _int_names(fn)
         self.params = {a.arg for a in fn.args.args}
-        self.parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+        self.parents = {child: node for node in _walk(fn) for child in ast.iter_child_nodes(node)}
         self.selection_only = _selection_only(fn, self.parents)
         return self.block(fn.body, written=set(), component_writes={}, in_dynamic_loop=False)
 
     def block(self, stmts: list[ast.stmt], written: set[str], component_writes: dict[str, int], in_dynamic_loop: bool) -> str | None:
         for i, stmt in enumerate(stmts):
             # outputs read before the kernel writes them (not through an atomic)
-            for node in ast.walk(stmt):
+            for node in _walk(stmt):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
                     name = _base(node)
                     if self.roles.get(name) in ("out", "inout") and name in self.float_arrays and name not in written \
                             and _stored_later(stmts[i:], name, node):
                         return f"reads output array {name!r} before overwriting it"
-            for node in ast.walk(stmt):
+            for node in _walk(stmt):
                 for t in _targets(node):
                     if isinstance(t, ast.Subscript) or (isinstance(t, ast.Attribute) and t.attr in ("x", "y", "z", "w")):
                         name = _base(t)
@@ -203,7 +230,7 @@ def _in_loop(stmt: ast.stmt, node: ast.AST) -> bool:
 
 def _stored_later(stmts: list[ast.stmt], name: str, read: ast.AST) -> bool:
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in _walk(stmt):
             for t in _targets(node):
                 if isinstance(t, ast.Subscript) and _base(t) == name and not isinstance(node, ast.AugAssign):
                     return True
@@ -214,9 +241,9 @@ def _int_names(fn: ast.FunctionDef) -> set[str]:
     """Local names that only ever hold integers (loop variables, thread ids, int(...))."""
     assigned: dict[str, list[ast.AST]] = {}
     ints: set[str] = set()
-    for node in ast.walk(fn):
+    for node in _walk(fn):
         if isinstance(node, ast.For):
-            ints |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            ints |= {n.id for n in _walk(node.target) if isinstance(n, ast.Name)}
         for t in _targets(node):
             value = getattr(node, "value", None)
             if isinstance(t, ast.Name) and value is not None:
@@ -253,9 +280,9 @@ def _selection_only(fn: ast.FunctionDef, parents: dict) -> set[str]:
     """Local names whose value only ever decides comparisons (a running best in an argmax,
     a threshold): read only inside comparisons or copied into other such names, so no
     gradient flows through them."""
-    names = {t.id for node in ast.walk(fn) for t in _targets(node) if isinstance(t, ast.Name)}
+    names = {t.id for node in _walk(fn) for t in _targets(node) if isinstance(t, ast.Name)}
     reads: dict[str, list[ast.Name]] = {}
-    for n in ast.walk(fn):
+    for n in _walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names:
             reads.setdefault(n.id, []).append(n)
 
@@ -289,19 +316,19 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
     is a plain running sum (``v += e`` / ``v = v + e``, ``e`` free of carried values) and is
     used after the loop only by plain stores into arrays."""
     assigned: set[str] = set()
-    for node in ast.walk(loop):
+    for node in _walk(loop):
         for t in _targets(node):
             if isinstance(t, ast.Name):
                 assigned.add(t.id)
-    loop_var = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    loop_var = {n.id for n in _walk(loop.target) if isinstance(n, ast.Name)}
     body_defined = _defined_first_in(loop.body)
     scalars = body.scalars
     # tile_matmul(a, b, out) adds a @ b into ``out``: a running sum carried by the loop
-    accumulated = {node.args[2].id for node in ast.walk(loop) if isinstance(node, ast.Call) and _name(node.func) == "tile_matmul"
+    accumulated = {node.args[2].id for node in _walk(loop) if isinstance(node, ast.Call) and _name(node.func) == "tile_matmul"
                    and len(node.args) >= 3 and isinstance(node.args[2], ast.Name)}
     carried = (assigned | accumulated) - loop_var - body_defined - body.ints  # integers carry no gradient
     carried -= body.selection_only
-    for node in ast.walk(loop):
+    for node in _walk(loop):
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = [t.id for t in _targets(node) if isinstance(t, ast.Name) and t.id in carried]
             if not targets:
@@ -318,7 +345,7 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
                     return f"dynamic for loop carries {targets[0]!r} through a non-sum update"
     derived = set(carried)  # the carried values, and values linear in them
     for stmt in _flatten(after):
-        used = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} & derived
+        used = {n.id for n in _walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} & derived
         if not used:
             continue
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
@@ -351,7 +378,7 @@ def _defined_first_in(body: list[ast.stmt]) -> set[str]:
     seen_load: set[str] = set()
     defined: set[str] = set()
     for stmt in _flatten(body):
-        loads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        loads = {n.id for n in _walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         if isinstance(stmt, ast.AugAssign):
             loads |= {t.id for t in _targets(stmt) if isinstance(t, ast.Name)}
         stores = {t.id for t in _targets(stmt) if isinstance(t, ast.Name)}
@@ -361,7 +388,7 @@ def _defined_first_in(body: list[ast.stmt]) -> set[str]:
 
 
 def _mentions(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id in names for n in _walk(node))
 
 
 def _plain_store(stmt: ast.stmt, name: set[str], scalars: set[str]) -> bool:
@@ -402,7 +429,7 @@ def _constant_free(node: ast.AST, scalars: set[str], allow_any: bool = False) ->
     """True if ``node`` holds no differentiable value (constants, casts of sizes, scalar args)."""
     if allow_any:
         return True  # an added term's own adjoint does not involve the carried value
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, ast.Subscript):
             return False
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in scalars and n.id not in ("wp", "float", "int"):

@@ -20,6 +20,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..astwalk import walk
+
 _COMPOUND = (ast.If, ast.For, ast.While)
 
 
@@ -64,7 +66,7 @@ def structure(source: str, tree: ast.Module | None = None) -> Structure:
     depth = 0
     for f in funcs:
         depth = max(depth, _depth(f.body))
-        for node in ast.walk(f):
+        for node in walk(f):
             if isinstance(node, ast.stmt) and node is not f:
                 statements += 1
             if isinstance(node, (ast.For, ast.While)):
@@ -75,7 +77,7 @@ def structure(source: str, tree: ast.Module | None = None) -> Structure:
                 exits += 1
             elif isinstance(node, ast.Call):
                 calls += 1
-        if any(isinstance(n, ast.Return) for n in ast.walk(f)) and f is funcs[-1]:
+        if any(isinstance(n, ast.Return) for n in walk(f)) and f is funcs[-1]:
             exits += 1
     helpers = len(funcs) - 1
     return Structure(statements, depth, loops, branches, helpers, exits, calls)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...astwalk import walk
 from ...spec import ArgSpec, KernelSpec
 from ..difficulty import difficulty
 
@@ -276,10 +277,10 @@ def _is_wp_attr(node: ast.AST, attr: str | None = None) -> bool:
 def features_of(tree: ast.Module) -> tuple[str, ...]:
     """Warp builtins and language features the parsed source uses, sorted."""
     # parameter annotations (wp.array(dtype=...)) are types, not features
-    in_annotations = {id(n) for a in ast.walk(tree) if isinstance(a, ast.arg) and a.annotation
-                      for n in ast.walk(a.annotation)}
+    in_annotations = {id(n) for a in walk(tree) if isinstance(a, ast.arg) and a.annotation
+                      for n in walk(a.annotation)}
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if id(node) in in_annotations:
             continue
         if isinstance(node, ast.Call) and _is_wp_attr(node.func):
