@@ -10,6 +10,7 @@ gradients of its float inputs (wp.Tape, seeded output gradients) are finite.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,6 +220,7 @@ def uses_while_loop(source: str) -> bool:
     return any(isinstance(node, ast.While) for node in ast.walk(ast.parse(source)))
 
 
+@functools.lru_cache(maxsize=1024)  # asked several times per row (execute, gradcheck, rows): parse once
 def forward_only_reason(source: str) -> str | None:
     """Why a kernel ships no backward to check (None: it has one).
 
@@ -263,13 +265,15 @@ def draw_output_grads(spec: KernelSpec, grad_args: list[ArgSpec]) -> dict[str, n
     return seeds
 
 
-def launch(spec: KernelSpec, kernel, args: list, device: str) -> None:
+def launch(spec: KernelSpec, kernel, args: list, device: str, *, record: bool = False):
+    """Launch ``kernel`` on ``args``; ``record``: do not run it, return Warp's recorded
+    launch instead (``.launch()`` runs it again on the same arrays, without packing the
+    arguments each time: the gradient check launches a kernel ~80 times)."""
     wp = warp_boundary.warp()
     dim = spec.launch_dim[0] if len(spec.launch_dim) == 1 else tuple(spec.launch_dim)
     if spec.is_tiled:
-        wp.launch_tiled(kernel, dim=dim, inputs=args, block_dim=spec.block_dim, device=device)
-    else:
-        wp.launch(kernel, dim=dim, inputs=args, device=device)
+        return wp.launch_tiled(kernel, dim=dim, inputs=args, block_dim=spec.block_dim, device=device, record_cmd=record)
+    return wp.launch(kernel, dim=dim, inputs=args, device=device, record_cmd=record)
 
 
 def _arg(spec: KernelSpec, name: str) -> ArgSpec:
