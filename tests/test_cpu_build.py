@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cudagen_data.generators import categories, generate
 from cudagen_data import execution as execute
@@ -39,3 +40,28 @@ def test_extra_flags_reach_the_build_and_change_no_result(monkeypatch):
             assert a.keys() == b.keys()
             for name in a:
                 assert np.array_equal(a[name], b[name]), (spec.category, name)
+
+
+@pytest.mark.slow
+def test_optimization_level_0_records_what_warps_default_level_records(monkeypatch):
+    """The CPU modules are built at -O0 (execution.CPU_OPT_LEVEL: ~4x faster builds than
+    Warp's default -O2): a row's test vectors and its gradient check must be what an -O2
+    build gives, byte for byte (same kernels of every category)."""
+    from cudagen_data import gradcheck
+
+    assert execute.CPU_OPT_LEVEL == 0 and gradcheck.CPU_OPT_LEVEL == 0
+    specs = [generate(c, 23, 0) for c in categories()]
+
+    def record():
+        runs = execute.execute_specs(specs)
+        assert all(r.ok for r in runs), [(r.reason, r.detail) for r in runs if not r.ok]
+        checks = gradcheck.check_gradients(specs, runs)
+        return [execute.test_vectors(s, r).to_json() for s, r in zip(specs, runs)], [c.to_row() for c in checks]
+
+    at_0 = record()
+    monkeypatch.setattr(execute, "CPU_OPT_LEVEL", 2)
+    monkeypatch.setattr(gradcheck, "CPU_OPT_LEVEL", 2)
+    at_2 = record()
+    assert at_0[0] == at_2[0]  # inputs, outputs, output and input gradients: the same bytes
+    assert at_0[1] == at_2[1]  # status, precision, probes, worst relative error
+    assert sum(c["status"] == "verified" for c in at_0[1]) >= len(specs) // 2  # the check ran, on most
