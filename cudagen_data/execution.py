@@ -120,6 +120,7 @@ def execute_specs(
     device: str = "cpu",
     reference_checks: dict[str, ReferenceCheck] | None = None,
     given: Sequence[tuple[dict, dict] | None] | None = None,
+    on_run: Callable[[int, object, ExecutionResult], None] | None = None,
 ) -> list[ExecutionResult]:
     """Run each spec once (forward + backward) and judge the results; one result per spec.
 
@@ -128,6 +129,9 @@ def execute_specs(
     ``reference_checks`` maps a category to a NumPy check (None means: the registry's).
     ``given`` supplies, per spec, recorded (inputs, output gradients) to run with instead
     of drawing them (re-checking a row's test vectors, here or on a GPU).
+    ``on_run(i, kernel, result)`` is called for each successful run while its kernel is
+    still loaded (the gradient check of a kernel without a float64 twin runs the very
+    kernel this built, instead of building it again: gradcheck.check_own_build).
     """
     if reference_checks is None:
         from .generators import ml
@@ -151,6 +155,8 @@ def execute_specs(
                 else:
                     inputs, grads = given[i] if given is not None and given[i] is not None else (None, None)
                     results.append(run_kernel(spec, kernel, device, reference_checks.get(spec.category), inputs, grads))
+                    if on_run is not None and results[-1].ok:
+                        on_run(i, kernel, results[-1])
             return results
 
     return bisect_failures(list(range(len(specs))), attempt)

@@ -292,6 +292,21 @@ def check_gradients(specs: Sequence[KernelSpec], points: Sequence[Point | Execut
     return results  # type: ignore[return-value]
 
 
+def check_own_build(spec: KernelSpec, kernel, point: Point, *, device: str = "cpu") -> GradientCheck | None:
+    """What :func:`check_gradients` says about ``spec`` at ``point``, for a row that is
+    checked on its own kernel (no float64 twin: the kernel is float64 already, or Warp
+    has no float64 version of a builtin it uses), with ``kernel``: that kernel, built
+    from the same source (the execution's build).  None for every other row (a twin to
+    build, or nothing to build: left to :func:`check_gradients`).  The same code runs on
+    the same inputs, so the same check comes out (tests/test_gradcheck_rows.py)."""
+    if forward_only_reason(spec.python_source) or not probed_args(spec) or not seeded_args(spec):
+        return None
+    plan = _plan(0, spec, point)
+    if plan.spec is not spec:
+        return None
+    return _check_one(plan, kernel, device, spec)
+
+
 def check_built(spec: KernelSpec, kernel, point: Point, *, device: str = "cpu") -> GradientCheck:
     """The check of one kernel that is already built (e.g. a mined kernel, which needs
     its own file to load, so no standalone float64 twin can be made): in float32, with
@@ -493,4 +508,4 @@ def summary_reason(check: GradientCheck) -> str:
     return f"{check.reason}{construct}"
 
 
-__all__ = ["GradientCheck", "check_built", "check_gradients", "forward_only_reason", "suspect_constructs", "summary_reason", "STATUSES"]
+__all__ = ["GradientCheck", "check_built", "check_own_build", "check_gradients", "forward_only_reason", "suspect_constructs", "summary_reason", "STATUSES"]

@@ -73,3 +73,35 @@ def test_validate_catches_false_forward_only_claims(rows, tmp_path):
     report = validate_path(_jsonl(tmp_path / "rows.jsonl", [lying_fwd, claims_fwd]))
     problems = {(f.row_id == chain["id"], f.check) for f in report.failures}
     assert problems == {(False, "gradient_check"), (True, "gradient_check")}
+
+
+def test_a_row_without_twin_is_checked_on_the_executed_kernel_with_the_same_result():
+    """The execute stage checks a row that has no float64 twin on the kernel it built
+    (gradcheck.check_own_build); it must say exactly what check_gradients says after
+    building that kernel again, and leave every row with a twin to check_gradients."""
+    from cudagen_data.generators import categories, generate
+    from cudagen_data.gpu.twin import TwinUnavailable, twin_spec
+    from cudagen_data.gradcheck import Point, check_gradients, check_own_build
+
+    specs = [generate(c, 1, i) for i in range(6) for c in categories()]
+    seen = {}
+
+    def on_run(i, kernel, run):
+        decoded = vectors_of(specs[i], run).decoded()
+        seen[i] = check_own_build(specs[i], kernel, Point(decoded["inputs"], decoded["output_grads"]))
+
+    runs = execute_specs(specs, on_run=on_run)
+    ok = [i for i, r in enumerate(runs) if r.ok]
+    assert sorted(seen) == ok
+    points = []
+    for i in ok:
+        decoded = vectors_of(specs[i], runs[i]).decoded()
+        points.append(Point(decoded["inputs"], decoded["output_grads"]))
+    again = dict(zip(ok, check_gradients([specs[i] for i in ok], points)))
+    own = [i for i in ok if seen[i] is not None]
+    assert len(own) >= 5  # float64-native and float32-only kernels are among them
+    for i in own:
+        assert seen[i] == again[i], specs[i].category
+        with pytest.raises(TwinUnavailable):
+            twin_spec(specs[i])  # NativeFloat64 is a TwinUnavailable too
+    assert sum(again[i].status == "verified" for i in own) >= len(own) // 2

@@ -26,6 +26,7 @@ class Item:
     compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call)
     vectors: TestVectors | None = None  # execute
     gradient_check: GradientCheck | None = None  # gradcheck
+    own_build_check: GradientCheck | None = None  # execute, for gradcheck: checked on the kernel execute built
 
     def reject(self, reason: RejectReason, detail: str, log: str = "") -> Reject:
         # messages may quote this machine's files (Warp's headers, its kernel cache): never kept

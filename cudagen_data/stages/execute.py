@@ -1,5 +1,9 @@
 """execute: run every kernel on Warp's CPU backend (one module per batch, bisected on a
-failed build); keep those whose outputs and gradients pass, with their test vectors."""
+failed build); keep those whose outputs and gradients pass, with their test vectors.
+
+A kernel that the gradient check will probe as it is (no float64 twin) is checked here,
+on the kernel this stage built, rather than built a second time by the gradcheck stage
+(``Item.own_build_check``; the gradcheck stage still decides what its result means)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import time
 
 from ..contracts.reject import Reject, RejectReason
 from ..execution import execute_specs, test_vectors
+from ..gradcheck import Point, check_own_build
 from .base import Item, Stage
 
 
@@ -14,19 +19,30 @@ class ExecuteStage(Stage):
     name = "execute"
     reasons = tuple(r for r in RejectReason if r.stage == "execute")
 
-    def __init__(self) -> None:
+    def __init__(self, check_own_builds: bool = True) -> None:
         super().__init__()
         self.share_ms = 0.0  # the last call's wall time per kernel (a row's time includes it)
+        self.check_own_builds = check_own_builds
 
     def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         t0 = time.perf_counter()
-        runs = execute_specs([item.spec for item in items])
+        vectors = {}
+
+        def on_run(i: int, kernel, run) -> None:
+            item = items[i]
+            vectors[i] = test_vectors(item.spec, run)
+            if self.check_own_builds:
+                decoded = vectors[i].decoded()  # the point the gradcheck stage would check at
+                item.own_build_check = check_own_build(item.spec, kernel, Point(decoded["inputs"], decoded["output_grads"]))
+
+        runs = execute_specs([item.spec for item in items], on_run=on_run)
         self.share_ms = (time.perf_counter() - t0) * 1000.0 / len(items)
         kept, rejects = [], []
-        for item, run in zip(items, runs):
+        for i, (item, run) in enumerate(zip(items, runs)):
             if run.ok:
-                item.vectors = test_vectors(item.spec, run)
+                item.vectors = vectors[i] if i in vectors else test_vectors(item.spec, run)
                 kept.append(item)
             else:
+                item.own_build_check = None
                 rejects.append(item.reject(run.reason or RejectReason.EXECUTION_ERROR, run.detail))
         return kept, rejects
