@@ -20,6 +20,8 @@ import builtins
 
 import xxhash
 
+from .astwalk import walk
+
 KEEP_NAMES = frozenset(dir(builtins)) | {"wp", "warp", "np", "numpy", "math"}
 NUMBER_TOKEN = "NUM"
 
@@ -121,7 +123,7 @@ def _declared_names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
     fields: set[str] = set()
     imported: set[str] = set()
     functions: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.FunctionDef):
             functions.add(node.name)
         elif isinstance(node, ast.ClassDef):
