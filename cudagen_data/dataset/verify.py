@@ -353,7 +353,16 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
         recorded.append((i, outputs, in_grads))
     if not specs:
         return reports
-    runs = execute_specs(specs, reference_checks={}, given=given)
+    from ..gradcheck import Point, check_gradients, check_own_build, summary_reason
+
+    wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _, _ in recorded]
+    own = {}  # a row checked on the kernel its re-run built (no float64 twin), as produce does
+
+    def check_own(k: int, kernel, run) -> None:
+        if wants_check[k]:
+            own[k] = check_own_build(specs[k], kernel, Point(*given[k]))
+
+    runs = execute_specs(specs, reference_checks={}, given=given, on_run=check_own)
     for (i, outputs, in_grads), run in zip(recorded, runs):
         reports[i].checks_run["cpu_execution"] += 1
         if not run.ok:
@@ -361,12 +370,12 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
             continue
         _compare_with_recorded(lambda m: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol)
     # The gradient check again, from scratch, where the row says its backward is verified.
-    verified = [(spec, point, i) for spec, point, (i, _, _) in zip(specs, given, recorded) if chunk[i][1]["gradient_check"]["status"] == "verified"]
+    verified = [(k, spec, point, i) for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded)) if wants_check[k]]
     if verified:
-        from ..gradcheck import Point, check_gradients, summary_reason
-
-        checks = check_gradients([v[0] for v in verified], [Point(*v[1]) for v in verified])
-        for (_, _, i), check in zip(verified, checks):
+        todo = [v for v in verified if own.get(v[0]) is None]
+        found = dict(zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo])))
+        for k, _, _, i in verified:
+            check = own.get(k) or found[k]
             reports[i].checks_run["gradient_check"] += 1
             if check.status != "verified":
                 fail(i, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
