@@ -20,7 +20,7 @@ import xxhash
 
 from . import warp_boundary
 from .bisect import bisect_failures
-from .contracts.reject import RejectReason
+from .contracts.reject import RejectReason, error_line
 from .contracts.test_vectors import TestVectors
 from .spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype, parametric_dtype
 
@@ -183,7 +183,7 @@ def run_kernel(
             launch(spec, kernel, [warp_args[a.name] for a in spec.args], device)
         result.outputs = {a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
     except Exception as exc:  # noqa: BLE001
-        result.reason, result.detail = RejectReason.LAUNCH_ERROR, _first_line(exc)
+        result.reason, result.detail = RejectReason.LAUNCH_ERROR, error_line(exc)
         return result
     bad = check_outputs(spec, inputs, result.outputs)
     if bad is None and reference_check is not None:
@@ -204,7 +204,7 @@ def run_kernel(
         result.output_grads = seeds
         result.input_grads = {a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"}
     except Exception as exc:  # noqa: BLE001
-        result.reason, result.detail = RejectReason.BACKWARD_ERROR, _first_line(exc)
+        result.reason, result.detail = RejectReason.BACKWARD_ERROR, error_line(exc)
         return result
     finally:
         tape.reset()
@@ -284,11 +284,6 @@ def launch(spec: KernelSpec, kernel, args: list, device: str, *, record: bool = 
 
 def _arg(spec: KernelSpec, name: str) -> ArgSpec:
     return next(a for a in spec.args if a.name == name)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def test_vectors(spec: KernelSpec, result: ExecutionResult) -> TestVectors:

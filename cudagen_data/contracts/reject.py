@@ -75,3 +75,18 @@ class Reject:
             log=log,
             python_source=spec.python_source if spec else None,
         )
+
+
+def error_line(exc: BaseException) -> str:
+    """An exception in one line, as reject messages and reports word it: its type and the
+    first non-blank line of its message."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def compiler_log_line(log: list[str]) -> str:
+    """`` | <first error line>`` of a compiler's captured output ("" if it said nothing)."""
+    text = "".join(log).strip()
+    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+    first = errors[0] if errors else (text.splitlines()[0].strip() if text else "")
+    return f" | {first}" if first else ""

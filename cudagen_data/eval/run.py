@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..contracts.reject import compiler_log_line, error_line
 from .. import warp_boundary
 from ..extract import DEFAULT_BLOCK_DIM
 from ..gpu.tolerance import check_array
@@ -79,9 +80,9 @@ def _guarded_build(build):
         except warp_boundary.SubstitutionMissing as exc:
             error = f"{exc} (drift: not the candidate's fault)"
         except Exception as exc:  # noqa: BLE001 - NVRTC / driver errors come in many types
-            error = _first_line(exc)
+            error = error_line(exc)
     if error is not None:
-        raise CandidateBuildFailed(error + _log_line(log))
+        raise CandidateBuildFailed(error + compiler_log_line(log))
     return result
 
 
@@ -185,7 +186,7 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
             launch(spec, kernel, args, device)
         wp.synchronize_device(device)
     except Exception as exc:  # noqa: BLE001
-        out.problems.append(f"launch failed: {_first_line(exc)}")
+        out.problems.append(f"launch failed: {error_line(exc)}")
         return out
     for salt, a in enumerate(spec.args):
         if a.kind != "array":
@@ -213,7 +214,7 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
             if a.role != "out":
                 out.values[grad_key(a.name)] = views[a.name].grad.numpy().copy()
     except Exception as exc:  # noqa: BLE001
-        out.problems.append(f"backward launch failed: {_first_line(exc)}")
+        out.problems.append(f"backward launch failed: {error_line(exc)}")
     finally:
         tape.reset()
     return out
@@ -266,15 +267,3 @@ def _constant(a: np.ndarray) -> bool:
 
 def _arg(spec: KernelSpec, name: str) -> ArgSpec:
     return next(a for a in spec.args if a.name == name)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
-
-
-def _log_line(log: list[str]) -> str:
-    text = "".join(log).strip()
-    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
-    first = errors[0] if errors else (text.splitlines()[0].strip() if text else "")
-    return f" | {first}" if first else ""

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ..contracts.reject import compiler_log_line, error_line
 from .. import warp_boundary
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
 from ..spec import KernelSpec
@@ -119,7 +120,7 @@ def process_chunk(rows: list[tuple[int, dict]], device: str, stages=("device", "
         try:
             yield "reference", reference_stage(items)
         except Exception as exc:  # noqa: BLE001 - lose the tolerance estimate, not the run
-            yield "reference", [ReferenceOutcome(item.pos, twin=f"CPU reference stage failed: {_first_line(exc)}") for item in items]
+            yield "reference", [ReferenceOutcome(item.pos, twin=f"CPU reference stage failed: {error_line(exc)}") for item in items]
     warp_boundary.clear_private_cache()  # every module here was built for one use: keep the disk flat
 
 
@@ -139,7 +140,7 @@ def _safely(stage, item: _Prepared, device: str) -> DeviceOutcome:
     try:
         return stage(item, device)
     except Exception as exc:  # noqa: BLE001
-        return DeviceOutcome(item.pos, error=("internal", f"while checking this row: {_first_line(exc)}"))
+        return DeviceOutcome(item.pos, error=("internal", f"while checking this row: {error_line(exc)}"))
 
 
 # --------------------------------------------------------------------------- device stage
@@ -251,7 +252,7 @@ def _guarded(build):
         except Exception as exc:  # noqa: BLE001 - NVRTC / driver errors come in many types
             error = exc
     if error is not None:
-        raise BuildFailed(_first_line(error) + _log_line(log))
+        raise BuildFailed(error_line(error) + compiler_log_line(log))
 
 
 # --------------------------------------------------------------------------- reference stage
@@ -326,15 +327,3 @@ def checked_twin(spec: KernelSpec) -> KernelSpec:
                 f"Warp rejects the float64 rewrite{f' (in {where[-1]})' if where else ''}: {lines[-1] if lines else type(exc).__name__}"
             ) from None
     return twin
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
-
-
-def _log_line(log: list[str]) -> str:
-    text = "".join(log).strip()
-    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
-    first = errors[0] if errors else (text.splitlines()[0].strip() if text else "")
-    return f" | {first}" if first else ""

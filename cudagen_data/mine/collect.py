@@ -24,8 +24,10 @@ from pathlib import Path
 import xxhash
 
 from .. import warp_boundary as warp_env
+from ..contracts.reject import error_line
 from ..warp_boundary import mining as warp_mining
 from .discover import KernelDef, SourceFile, is_kernel_decorator, kernel_defs
+
 
 @dataclass
 class FoundKernel:
@@ -77,7 +79,7 @@ def import_file(src: SourceFile) -> tuple[types.ModuleType | None, str | None]:
             spec.loader.exec_module(module)
         return module, None
     except BaseException as exc:  # noqa: BLE001 - arbitrary code: SystemExit, unittest.SkipTest, ...
-        return None, _one_line(exc)
+        return None, error_line(exc)
 
 
 def collect(src: SourceFile) -> FileKernels:
@@ -252,10 +254,5 @@ def _identity(obj):
 
 def _unresolved(exc: BaseException) -> str:
     if isinstance(exc, NameError):
-        return f"needs its enclosing function's variables ({_one_line(exc)})"
-    return _one_line(exc)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+        return f"needs its enclosing function's variables ({error_line(exc)})"
+    return error_line(exc)

@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 import xxhash
 
+from ..contracts.reject import error_line
 from .. import execution as execute
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
@@ -175,7 +176,7 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
                 with warp_env.quiet_stderr():
                     ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
             except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
-                rejects.append(Reject(src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(_first_line(exc), src)))
+                rejects.append(Reject(src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(error_line(exc), src)))
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
             specs, why = argspecs.arg_specs(target)
@@ -428,7 +429,7 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
                     if not np.all(np.isfinite(grad)):
                         return Executed(index, None, k.arg_specs, f"gradient of {name!r} has non-finite values")
     except Exception as exc:  # noqa: BLE001
-        return Executed(index, None, k.arg_specs, f"run failed: {_first_line(exc)}")
+        return Executed(index, None, k.arg_specs, f"run failed: {error_line(exc)}")
     finally:
         tape.reset()
     racy = []
@@ -436,7 +437,7 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         try:
             racy = lost_updates(k, spec, kernel, result.inputs, set(result.outputs), device)
         except Exception as exc:  # noqa: BLE001 - a run with fewer threads that fails: not shown safe
-            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {_first_line(exc)})")
+            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {error_line(exc)})")
         for name in racy:
             del result.outputs[name]
         if racy and not result.outputs:
@@ -503,8 +504,3 @@ def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:
     if check.status == "mismatch" and check.construct:
         row["reason"] = gradcheck.summary_reason(check)
     return row
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

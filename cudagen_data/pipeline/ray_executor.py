@@ -29,7 +29,9 @@ from typing import Any
 
 from concurrent.futures.process import BrokenProcessPool
 
+from ..contracts.reject import error_line
 from .config import ProduceError
+
 
 class WorkerCrashed(BrokenProcessPool):  # = pool.WorkerLost, how every executor reports a dead worker
     """The Ray worker running a task died on every try (not an error the task raised)."""
@@ -100,7 +102,7 @@ class RayExecutor:
                     )
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-                raise ProduceError(f"--executor ray: cannot start or reach {where} ({_one_line(exc)})") from None
+                raise ProduceError(f"--executor ray: cannot start or reach {where} ({error_line(exc)})") from None
         remote = ray.remote(max_calls=MAX_CALLS)(_on_worker)
         self._task = remote.options(num_cpus=1, max_retries=TASK_RETRIES if task_retries is None else task_retries, retry_exceptions=False)
         self._isolated = remote.options(num_cpus=1, max_retries=ISOLATED_RETRIES, retry_exceptions=False)
@@ -139,7 +141,7 @@ class RayExecutor:
                 out.cancel() or out.set_exception(cf.CancelledError())
                 return
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.LocalRayletDiedError) as exc:
-                out.set_exception(WorkerCrashed(_one_line(exc)))
+                out.set_exception(WorkerCrashed(error_line(exc)))
                 return
             except ray.exceptions.RayTaskError as exc:
                 out.set_exception(exc.as_instanceof_cause())
@@ -178,8 +180,3 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host, int(port)), timeout=10).close()
     except OSError as exc:
         raise ConnectionError(f"nothing answers at {address}: {exc.strerror or exc}") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import xxhash
 
+from ..contracts.reject import error_line
+
 _initialised = False
 
 
@@ -169,7 +171,7 @@ def loaded_source(source: str, *, fresh_function_names: bool = True) -> Iterator
             try:
                 exec(code, module.__dict__)
             except Exception as exc:  # noqa: BLE001 - user code may raise anything
-                loaded.errors.append(StatementError(stmt.lineno, _one_line(exc)))
+                loaded.errors.append(StatementError(stmt.lineno, error_line(exc)))
         yield loaded
     finally:
         sys.modules.pop(module_name, None)
@@ -202,8 +204,3 @@ def unregister_kernel(module, kernel) -> None:
     if module.kernels.get(kernel.key) is kernel:
         del module.kernels[kernel.key]
     module.mark_modified()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
