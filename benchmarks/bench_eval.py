@@ -150,13 +150,10 @@ def main() -> int:
             wrong.append((row["id"], kind, stage, got, sc.failed.detail[:120] if sc.failed else ""))
     if passed_mutants:
         from cudagen_data.eval.equivalence import verdicts
-        from cudagen_data.eval.mutants import make_mutants
+        from cudagen_data.eval.mutants import Mutant
 
         t2 = time.perf_counter()
-        found = []
-        for k in passed_mutants:
-            row, cand, kind, _ = items[k]
-            found.append((row, next(m for m in make_mutants(row, rows) if m.forward == cand.forward)))
+        found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run")) for k in passed_mutants]
         seen = verdicts(found, seed=scorer.seed, workers=args.workers)
         print(f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not timed above): "
               f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen)))}")  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 
 from cudagen_data.gpu.twin import twin_spec, widen_all
 from cudagen_data.execution import execute_specs
-from cudagen_data.gradcheck import FLOAT32, _float32_plan, _Plan, check_gradients, forward_only_reason, suspect_constructs
+from cudagen_data.gradcheck import FLOAT32, _float32_plan, check_gradients, forward_only_reason, suspect_constructs
 
 from gradcheck_kernels import BAD, GOOD, KINKS
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import descendants
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,30 +26,10 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie holds no memory and runs nothing
 
 
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def _workers_busy(pid: int) -> set[int]:
     """The producer's worker processes once at least two are running Python with Warp."""
     workers = set()
-    for child in _descendants(pid):
+    for child in descendants(pid):
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
@@ -74,7 +55,7 @@ def test_workers_die_with_a_killed_producer(tmp_path):
             workers = _workers_busy(proc.pid)
         assert len(workers) >= 2, "no workers appeared"
         time.sleep(3.0)  # let them get into real work (codegen, compiles)
-        everything = _descendants(proc.pid)
+        everything = descendants(proc.pid)
         assert workers <= everything
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

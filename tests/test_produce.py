@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
+from procs import kill_cli_repeatedly
 
 from cudagen_data.contracts import SPLITS, TIMING_STATS, CompileInfo, GradientCheckInfo, Metadata, Row, RunStats, strip_timing
 from cudagen_data.dataset.store import DatasetFolder
@@ -236,16 +235,7 @@ def test_kill_9_at_random_moments_then_resume(tmp_path):
     ref = tmp_path / "ref"
     assert cli(*args, "--output", str(ref)).returncode == 0
     out = tmp_path / "killed"
-    rng = random.Random(1234)
-    kills = 0
-    for _ in range(8):
-        proc = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *args, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(1.5, 3.5))
-        if proc.poll() is not None:
-            break
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        kills += 1
+    kills = kill_cli_repeatedly([*args, "--output", str(out)], tries=8, rng=random.Random(1234), wait=(1.5, 3.5))
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"
     res = cli(*args, "--output", str(out))
     assert res.returncode == 0, res.stderr

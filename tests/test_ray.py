@@ -27,6 +27,7 @@ from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
 from cudagen_data.pipeline.work import CRASH_ENV
 
+from procs import descendants, kill_cli_repeatedly
 from test_produce import CATS, cli, comparable
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (see above); read when ray is imported
@@ -43,24 +44,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
 def _title(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -72,7 +55,7 @@ def _title(pid: int) -> str:
 def _running_tasks(under: int) -> list[int]:
     """Ray workers below process ``under`` that are running a batch now (Ray titles a
     worker ``ray::<task>`` while it runs one, ``ray::IDLE`` otherwise)."""
-    return [p for p in _descendants(under) if _title(p).startswith("ray::_on_worker")]
+    return [p for p in descendants(under) if _title(p).startswith("ray::_on_worker")]
 
 
 @pytest.fixture
@@ -204,20 +187,9 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     assert cli(*args, "--workers", "1", "--output", str(tmp_path / "ref")).returncode == 0
     out = tmp_path / "killed"
     ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
-    rng = random.Random(99)
-    kills = 0
-    for _ in range(6):
-        proc = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *ray_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        # kill only once the driver has committed something (Ray start-up is not the point)
-        t0 = time.time()
-        while proc.poll() is None and not (out / ".cudagen" / "state.json").exists() and time.time() - t0 < 60:
-            time.sleep(0.1)
-        time.sleep(rng.uniform(1.0, 3.0))
-        if proc.poll() is not None:
-            break
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        kills += 1
+    # kill only once the driver has committed something (Ray start-up is not the point)
+    kills = kill_cli_repeatedly(ray_args, tries=6, rng=random.Random(99), wait=(1.0, 3.0),
+                                started=(out / ".cudagen" / "state.json").exists)  # fmt: skip
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"
     res = cli(*ray_args)
     assert res.returncode == 0, res.stderr

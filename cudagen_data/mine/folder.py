@@ -19,7 +19,8 @@ from ..dataset import store
 from ..dataset.files import atomic_write
 from ..dataset.shards import ROW_GROUP_ROWS, SHARD_ROWS
 from ..contracts.manifest import SPLITS
-from .rows import REAL_ROW_SCHEMA, kernel_shape_hash
+from ..contracts.row import REAL_ROW_SCHEMA
+from .rows import kernel_shape_hash
 
 CONFIG = "real"
 DATA_DIR = f"data/{CONFIG}"

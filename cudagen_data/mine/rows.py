@@ -16,7 +16,6 @@ import xxhash
 
 from .. import __version__, canonical
 from ..extract.levels import nvrtc_version
-from ..contracts.row import PROVENANCE_TYPE, REAL_ROW_SCHEMA  # noqa: F401 - re-exported
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
 from .worker import MinedKernel, Reject

@@ -12,7 +12,7 @@ from pathlib import Path
 from .argspecs import unfillable_kind
 from .discover import SourceFile, find_files, kernel_defs
 from .pool import FileResult, Options, mine_files
-from .rows import build_rows, reject_record
+from .rows import build_rows
 from .worker import Reject
 
 

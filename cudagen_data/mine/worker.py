@@ -11,7 +11,7 @@ import ast
 import dataclasses
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
