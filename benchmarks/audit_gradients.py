@@ -79,7 +79,7 @@ def audit(rows: list[dict], seed: int = 2026) -> dict:
         with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
             if any(k is None for k in kernels) or warp_boundary.build_module(module, "cpu") is not None:
                 return False  # a twin Warp rejects: audit those in float32, one by one
-            for item, kernel in zip(group, kernels):
+            for item, kernel in zip(group, kernels, strict=False):
                 _audit_one(item, kernel, per, worst, seed, launch, to_warp, is_float_dtype)
         return True
 
@@ -176,7 +176,9 @@ def main() -> int:
     result = audit(_rows(folder))
     print(f"audit: {time.perf_counter() - t0:.1f} s")
     per = result["per"]
-    print(f"{'category':<14}{'rows':>6}{'verified':>10}{'%':>7}{'fwd-only':>9}{'unverif.':>9}{'audited':>9}{'disagree':>9}")
+    print(
+        f"{'category':<14}{'rows':>6}{'verified':>10}{'%':>7}{'fwd-only':>9}{'unverif.':>9}{'audited':>9}{'disagree':>9}"
+    )
     tot = collections.Counter()
     ok = True
     for cat in sorted(per):
@@ -184,11 +186,17 @@ def main() -> int:
         tot.update(c)
         pct = 100.0 * c["status_verified"] / max(c["rows"], 1)
         ok &= pct >= 60.0
-        print(f"{cat:<14}{c['rows']:>6}{c['status_verified']:>10}{pct:>7.1f}{c['status_forward_only']:>9}{c['status_unverified']:>9}{c['audited']:>9}{c['disagree']:>9}")
+        print(
+            f"{cat:<14}{c['rows']:>6}{c['status_verified']:>10}{pct:>7.1f}{c['status_forward_only']:>9}{c['status_unverified']:>9}{c['audited']:>9}{c['disagree']:>9}"
+        )
     pct = 100.0 * tot["status_verified"] / max(tot["rows"], 1)
-    print(f"{'total':<14}{tot['rows']:>6}{tot['status_verified']:>10}{pct:>7.1f}{tot['status_forward_only']:>9}{tot['status_unverified']:>9}{tot['audited']:>9}{tot['disagree']:>9}")
-    print(f"targets: disagreements {tot['disagree']} (target 0, at most 1% = {tot['rows'] // 100}); verified {pct:.1f}% (>= 85%); "
-          f"every category >= 60%: {'yes' if ok else 'no'}")
+    print(
+        f"{'total':<14}{tot['rows']:>6}{tot['status_verified']:>10}{pct:>7.1f}{tot['status_forward_only']:>9}{tot['status_unverified']:>9}{tot['audited']:>9}{tot['disagree']:>9}"
+    )
+    print(
+        f"targets: disagreements {tot['disagree']} (target 0, at most 1% = {tot['rows'] // 100}); verified {pct:.1f}% (>= 85%); "
+        f"every category >= 60%: {'yes' if ok else 'no'}"
+    )
     for err, cat, name in result["worst"]:
         print(f"  disagreement: {cat}/{name}: relative error {err:.3g}")
     return 0

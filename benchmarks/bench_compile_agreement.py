@@ -36,11 +36,17 @@ def broken_variants(kernel):
     """(kind@place, kernel) for every broken kind, injected where it is compiled."""
     out = []
     for kind, text in BROKEN_KINDS.items():
-        out.append((f"{kind}@forward", dataclasses.replace(kernel, forward=kernel.forward.replace("{", "{ " + text, 1))))
+        out.append(
+            (f"{kind}@forward", dataclasses.replace(kernel, forward=kernel.forward.replace("{", "{ " + text, 1)))
+        )
         if kernel.backward:
-            out.append((f"{kind}@backward", dataclasses.replace(kernel, backward=kernel.backward.replace("{", "{ " + text, 1))))
+            out.append(
+                (f"{kind}@backward", dataclasses.replace(kernel, backward=kernel.backward.replace("{", "{ " + text, 1)))
+            )
         bad_func = f"static CUDA_CALLABLE void cudagen_broken_helper() {{ {text} }}\n"
-        out.append((f"{kind}@device", dataclasses.replace(kernel, device_functions=kernel.device_functions + "\n" + bad_func)))
+        out.append(
+            (f"{kind}@device", dataclasses.replace(kernel, device_functions=kernel.device_functions + "\n" + bad_func))
+        )
     return out
 
 
@@ -93,7 +99,7 @@ def agreement(mixed, *, arch: int, batch_size: int):
         results[level] = res
     counts: Counter = Counter()
     differences = []
-    for (label, _, expect_ok), fe, px in zip(mixed, results["frontend"], results["ptx"]):
+    for (label, _, expect_ok), fe, px in zip(mixed, results["frontend"], results["ptx"], strict=False):
         counts[("good" if expect_ok else "broken", "ok" if fe.ok else "fails", "ok" if px.ok else "fails")] += 1
         if fe.ok != px.ok:
             differences.append((label, "verdict", fe.log, px.log))
@@ -115,17 +121,23 @@ def main() -> None:
 
     from cudagen_data.extract.levels import compiler_record
 
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; frontend: NVRTC {compiler_record(args.arch, 'frontend')['nvrtc_version']} standalone")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; frontend: NVRTC {compiler_record(args.arch, 'frontend')['nvrtc_version']} standalone"
+    )
     t0 = time.perf_counter()
     good = generated_kernels(args.count, args.seed)
     mixed = with_broken(good, args.broken_every)
     cats = Counter(label.split("#")[0] for label, _, _ in mixed)
-    print(f"{len(good)} generated kernels ({len(cats)} categories) + {len(mixed) - len(good)} broken ones ({len(BROKEN_KINDS)} kinds x forward/backward/device), made in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"{len(good)} generated kernels ({len(cats)} categories) + {len(mixed) - len(good)} broken ones ({len(BROKEN_KINDS)} kinds x forward/backward/device), made in {time.perf_counter() - t0:.0f} s"
+    )
     seconds, counts, differences = agreement(mixed, arch=args.arch, batch_size=args.batch_size)
     for (kind, fe, px), n in sorted(counts.items()):
         print(f"  {kind:6s} kernels: frontend {fe:5s} ptx {px:5s}: {n}")
     fe_s, px_s = seconds["frontend"], seconds["ptx"]
-    print(f"time: frontend {fe_s:.1f} s ({fe_s / len(mixed) * 1000:.1f} ms/kernel), ptx {px_s:.1f} s ({px_s / len(mixed) * 1000:.1f} ms/kernel); ptx / frontend = {px_s / fe_s:.1f}x")
+    print(
+        f"time: frontend {fe_s:.1f} s ({fe_s / len(mixed) * 1000:.1f} ms/kernel), ptx {px_s:.1f} s ({px_s / len(mixed) * 1000:.1f} ms/kernel); ptx / frontend = {px_s / fe_s:.1f}x"
+    )
     for label, what, fe_log, px_log in differences:
         print(f"DIFFERS {label}: {what}\n  frontend: {error_lines(fe_log)[:2]}\n  ptx:      {error_lines(px_log)[:2]}")
     print(f"{len(differences)} of {len(mixed)} kernels differ" + ("" if differences else ": the levels agree"))

@@ -82,7 +82,9 @@ def main() -> int:
     ap.add_argument("--jsonl", action="store_true", help="also write JSONL (default: --no-jsonl, as for a large run)")
     ap.add_argument("--shard-rows", type=int, default=None, help="rows per Parquet shard (default: the producer's)")
     ap.add_argument("--output", type=Path, default=None, help="the run's folder (default: a temporary one)")
-    ap.add_argument("--time-limit", type=float, default=0.0, help="stop cleanly after this many seconds (0: run to the end)")
+    ap.add_argument(
+        "--time-limit", type=float, default=0.0, help="stop cleanly after this many seconds (0: run to the end)"
+    )
     args = ap.parse_args()
 
     from cudagen_data.generators import categories
@@ -105,20 +107,42 @@ def main() -> int:
         nonlocal pairs
         pairs = committed_pairs(out)
         with open(log_path, "ab") as f:
-            f.write(orjson.dumps({"pairs": pairs, "rss_mb": round(rss_mb(), 1), "disk_mb": round(du_mb(out / ".cudagen"), 1)}) + b"\n")
+            f.write(
+                orjson.dumps(
+                    {"pairs": pairs, "rss_mb": round(rss_mb(), 1), "disk_mb": round(du_mb(out / ".cudagen"), 1)}
+                )
+                + b"\n"
+            )
         if args.time_limit and time.perf_counter() - t0 > args.time_limit:
             raise _TimeUp
 
-    print(f"{os.cpu_count()} cpus, {args.workers} workers, executor {args.executor}, {args.count} --fast pairs, jsonl {args.jsonl}, "
-          f"shard rows {config.shard_rows}; {pairs} pairs committed before this call", flush=True)
+    print(
+        f"{os.cpu_count()} cpus, {args.workers} workers, executor {args.executor}, {args.count} --fast pairs, jsonl {args.jsonl}, "
+        f"shard rows {config.shard_rows}; {pairs} pairs committed before this call",
+        flush=True,
+    )
     try:
-        result = produce(config, out, workers=args.workers, progress=False, on_batch=on_batch, executor=args.executor, ray_address=args.ray_address)
+        result = produce(
+            config,
+            out,
+            workers=args.workers,
+            progress=False,
+            on_batch=on_batch,
+            executor=args.executor,
+            ray_address=args.ray_address,
+        )
     except _TimeUp:
-        print(f"stopped after {time.perf_counter() - t0:.0f} s at {pairs} pairs; run the same command again to resume", flush=True)
+        print(
+            f"stopped after {time.perf_counter() - t0:.0f} s at {pairs} pairs; run the same command again to resume",
+            flush=True,
+        )
         return 3
     elapsed = time.perf_counter() - t0
     stats = result.stats
-    print(f"complete: {stats['total_pairs']} pairs; this call {elapsed:.0f} s; Parquet {du_mb(out / 'data'):.0f} MB in {len(list((out / 'data').glob('*.parquet')))} shards", flush=True)
+    print(
+        f"complete: {stats['total_pairs']} pairs; this call {elapsed:.0f} s; Parquet {du_mb(out / 'data'):.0f} MB in {len(list((out / 'data').glob('*.parquet')))} shards",
+        flush=True,
+    )
     log = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
     floor = log[0]["floor_mb"]
     samples = [e for e in log[1:] if "pairs" in e]
@@ -126,15 +150,27 @@ def main() -> int:
         return 0
     total = max(e["pairs"] for e in samples)
     tenths = [[e for e in samples if min(9, e["pairs"] * 10 // max(total, 1)) == t] for t in range(10)]
-    print("peak driver RSS per tenth of the run (MB):   " + " ".join(f"{max(e['rss_mb'] for e in t):.0f}" if t else "-" for t in tenths))
-    print("peak private disk per tenth (.cudagen/, MB): " + " ".join(f"{max(e['disk_mb'] for e in t):.0f}" if t else "-" for t in tenths))
+    print(
+        "peak driver RSS per tenth of the run (MB):   "
+        + " ".join(f"{max(e['rss_mb'] for e in t):.0f}" if t else "-" for t in tenths)
+    )
+    print(
+        "peak private disk per tenth (.cudagen/, MB): "
+        + " ".join(f"{max(e['disk_mb'] for e in t):.0f}" if t else "-" for t in tenths)
+    )
     peak = max(e["rss_mb"] for e in samples)
-    print(f"floor (driver before the first batch) {floor:.0f} MB; peak {peak:.0f} MB = {peak / floor:.2f} x floor (target: peak <= 1024 MB at 200,000 pairs)")
+    print(
+        f"floor (driver before the first batch) {floor:.0f} MB; peak {peak:.0f} MB = {peak / floor:.2f} x floor (target: peak <= 1024 MB at 200,000 pairs)"
+    )
     later = [(e["pairs"], e["rss_mb"]) for e in samples if e["pairs"] >= total / 2]
     if len(later) >= 2:
         per_100k = slope(later) * 100_000
-        print(f"growth over the second half (least squares): {per_100k:.1f} MB per 100,000 pairs -> ~{peak + per_100k * max(0, 1_000_000 - total) / 100_000:.0f} MB at 1,000,000 pairs")
-    print(f"private disk peak {max(e['disk_mb'] for e in samples):.0f} MB (open spools hold under one shard of rows per split)")
+        print(
+            f"growth over the second half (least squares): {per_100k:.1f} MB per 100,000 pairs -> ~{peak + per_100k * max(0, 1_000_000 - total) / 100_000:.0f} MB at 1,000,000 pairs"
+        )
+    print(
+        f"private disk peak {max(e['disk_mb'] for e in samples):.0f} MB (open spools hold under one shard of rows per split)"
+    )
     if args.output is None:
         shutil.rmtree(out, ignore_errors=True)
         log_path.unlink()

@@ -44,7 +44,13 @@ def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict
         from cudagen_data.generators import categories
 
         try:
-            produce(ProduceConfig(count=count, categories=tuple(categories()), seed=3), dataset, workers=workers, overwrite=True, progress=False)
+            produce(
+                ProduceConfig(count=count, categories=tuple(categories()), seed=3),
+                dataset,
+                workers=workers,
+                overwrite=True,
+                progress=False,
+            )
         except ModuleNotFoundError as exc:  # the dataset card needs `datasets`; the data is complete without it
             if not (dataset / "manifest.json").exists():
                 raise
@@ -61,7 +67,10 @@ def candidates(rows: list[dict], n: int):
     per_row = []
     for i, row in enumerate(rows):
         items = [(row, Candidate(row["id"], row["cuda_forward"], row["cuda_backward"] or None), "original", "pass")]
-        items += [(row, Candidate(row["id"], m.forward), m.kind, m.stage) for m in make_mutants(row, rows[i + 1 : i + 2] or rows[:1])]
+        items += [
+            (row, Candidate(row["id"], m.forward), m.kind, m.stage)
+            for m in make_mutants(row, rows[i + 1 : i + 2] or rows[:1])
+        ]
         per_row.append(items)
     out = []
     while len(out) < n and per_row:
@@ -80,7 +89,15 @@ def front_end_floor(items, preambles, scorer) -> float:
     for row, cand, _, _ in items:
         if scorer._structure(row, cand).ok:  # noqa: SLF001 - only to pick the same units; not timed
             back = cand.backward if cand.backward is not None else row["cuda_backward"]
-            units.append(Unit(scorer._preamble(row, preambles), row["device_functions"], cand.forward, back, int(row["compile"]["arch"])))  # noqa: SLF001
+            units.append(
+                Unit(
+                    scorer._preamble(row, preambles),
+                    row["device_functions"],
+                    cand.forward,
+                    back,
+                    int(row["compile"]["arch"]),
+                )
+            )  # noqa: SLF001
     groups: dict[tuple[str, int], list] = {}  # as compile_many groups them: one preamble and arch per NVRTC call
     seen = set()
     for u in units:
@@ -111,7 +128,9 @@ def main() -> int:
     rows, preambles = load_rows(args.dataset, args.rows, args.workers or 0)
     items = candidates(rows, args.candidates)
     gpu = args.device.startswith("cuda")
-    print(f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: {dict(Counter(k for _, _, k, _ in items))}")
+    print(
+        f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: {dict(Counter(k for _, _, k, _ in items))}"
+    )
 
     t0 = time.perf_counter()
     scorer = Scorer(args.device, workers=args.workers, full_compile=False)
@@ -122,9 +141,14 @@ def main() -> int:
         from cudagen_data.eval.compile import Unit
 
         warm = {}
-        for row, cand, _, _ in items:
+        for row, _cand, _, _ in items:
             pre = scorer._preamble(row, preambles)  # noqa: SLF001
-            warm.setdefault((pre, int(row["compile"]["arch"])), Unit(pre, row["device_functions"], row["cuda_forward"], row["cuda_backward"], int(row["compile"]["arch"])))
+            warm.setdefault(
+                (pre, int(row["compile"]["arch"])),
+                Unit(
+                    pre, row["device_functions"], row["cuda_forward"], row["cuda_backward"], int(row["compile"]["arch"])
+                ),
+            )
         if scorer.front_end is not None:
             for u in warm.values():
                 scorer.front_end(u.text(), u.arch)
@@ -136,7 +160,7 @@ def main() -> int:
         scorer.close()
 
     wrong, passed_mutants = [], []
-    for k, ((row, _, kind, stage), sc) in enumerate(zip(items, scores)):
+    for k, ((row, _, kind, stage), sc) in enumerate(zip(items, scores, strict=False)):
         if gpu:
             got = "pass" if sc.reached == "run" else sc.failed.name if sc.failed else "incomplete"
             ok = got == stage
@@ -156,17 +180,21 @@ def main() -> int:
         found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run")) for k in passed_mutants]
         seen = verdicts(found, seed=scorer.seed, workers=args.workers)
         print(f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not timed above): "
-              f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen)))}")  # fmt: skip
+              f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen, strict=False)))}")  # fmt: skip
         run_stage = sum(stage == "run" for *_, stage in items)
         equivalent = sum(v.status == "equivalent" for v in seen)
-        print(f"equivalent on the judge's inputs: {equivalent} of {run_stage} run-stage mutants ({100 * equivalent / max(run_stage, 1):.1f}%)")
-        for (row, m), v in zip(found, seen):
+        print(
+            f"equivalent on the judge's inputs: {equivalent} of {run_stage} run-stage mutants ({100 * equivalent / max(run_stage, 1):.1f}%)"
+        )
+        for (row, m), v in zip(found, seen, strict=False):
             if v.status != "equivalent":
                 wrong.append((row["id"], m.kind, "run", "pass", f"CPU witness: {v.status}: {v.detail[:100]}"))
     print(f"scorer: {scorer.describe()}")
     print(f"stage reached: {dict(Counter(s.reached for s in scores))}")
     rate = len(items) / judged
-    print(f"judge: {len(items)} candidates in {judged:.2f} s = {rate:.1f} candidates/s ({'structure + front end' if not gpu else 'whole ladder on ' + args.device})")
+    print(
+        f"judge: {len(items)} candidates in {judged:.2f} s = {rate:.1f} candidates/s ({'structure + front end' if not gpu else 'whole ladder on ' + args.device})"
+    )
     if gpu:
         print(f"worker start-up (overlaps the CPU stages): {started:.2f} s to launch; target: 1,000 candidates in <= 120 s "
               f"-> {1000 / rate:.1f} s at this rate")  # fmt: skip

@@ -63,8 +63,15 @@ def work(item: tuple[list[tuple[str, int]], int, bool, frozenset]) -> list[Recor
         t0 = time.perf_counter()
         spec = generate(category, seed, index)
         gen_s = time.perf_counter() - t0
-        rec = Record(category, index, spec.python_source, canonical.shape_hash(spec.python_source),
-                     wp_calls(ast.parse(spec.python_source)), spec.difficulty, gen_s)
+        rec = Record(
+            category,
+            index,
+            spec.python_source,
+            canonical.shape_hash(spec.python_source),
+            wp_calls(ast.parse(spec.python_source)),
+            spec.difficulty,
+            gen_s,
+        )
         if codegen:
             try:
                 with contextlib.redirect_stderr(io.StringIO()):
@@ -102,7 +109,7 @@ def main() -> int:
     step = max(1, total // max(args.nvrtc_sample, 1))
     nvrtc_keys = frozenset(order[::step][: args.nvrtc_sample]) if args.nvrtc_sample > 0 else frozenset()
     codegen = not args.no_codegen
-    items = [(order[k:k + CHUNK], args.seed, codegen, nvrtc_keys) for k in range(0, total, CHUNK)]
+    items = [(order[k : k + CHUNK], args.seed, codegen, nvrtc_keys) for k in range(0, total, CHUNK)]
     print(f"{total} kernels ({per_cat} per category), seed {args.seed}, {args.jobs} job(s)")
 
     t0 = time.perf_counter()
@@ -114,8 +121,10 @@ def main() -> int:
     wall = time.perf_counter() - t0
     records = [r for ch in chunks for r in ch]
     gen_cpu = sum(r.gen_s for r in records)
-    print(f"generation{' + codegen' if codegen else ''}: {wall:.1f} s wall; generation alone "
-          f"{1000 * gen_cpu / max(total, 1):.1f} ms/kernel (per process)")
+    print(
+        f"generation{' + codegen' if codegen else ''}: {wall:.1f} s wall; generation alone "
+        f"{1000 * gen_cpu / max(total, 1):.1f} ms/kernel (per process)"
+    )
 
     results: list[tuple[str, bool]] = []
     by_cat: dict[str, list[Record]] = {c: [] for c in cats}
@@ -155,14 +164,16 @@ def main() -> int:
         for r in rejected[:5]:
             print(f"  codegen rejected {r.category}/{r.index}: {r.codegen_error[:160]}")
         per = Counter(r.category for r in rejected)
-        print(f"codegen: {total - len(rejected)}/{total} accepted, {len(rejected)} rejected "
-              f"({100 * len(rejected) / max(total, 1):.2f}%) {dict(per) if per else ''}")
+        print(
+            f"codegen: {total - len(rejected)}/{total} accepted, {len(rejected)} rejected "
+            f"({100 * len(rejected) / max(total, 1):.2f}%) {dict(per) if per else ''}"
+        )
         results.append(("codegen rejections < 0.5%", len(rejected) / max(total, 1) < 0.005))
 
         sample = [k for r in records if r.kernels for k in r.kernels]
         if sample:
             t0 = time.perf_counter()
-            halves = [sample[k::args.jobs] for k in range(args.jobs)] if args.jobs > 1 else [sample]
+            halves = [sample[k :: args.jobs] for k in range(args.jobs)] if args.jobs > 1 else [sample]
             if args.jobs > 1:
                 with mp.get_context("spawn").Pool(args.jobs) as pool:
                     outcomes = [o for part in pool.map(compile_sample, halves) for o in part]

@@ -35,10 +35,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from cudagen_data.extract import DEFAULT_BLOCK_DIM, compile_units, extract_source
-    from cudagen_data.generators import categories, generate
     from cudagen_data import gradcheck
     from cudagen_data.execution import execute_specs
+    from cudagen_data.extract import DEFAULT_BLOCK_DIM, compile_units, extract_source
+    from cudagen_data.generators import categories, generate
 
     cats = categories()
     slots = [(cats[s % len(cats)], s // len(cats)) for s in range(args.count)]
@@ -69,10 +69,10 @@ def main() -> int:
                 kernels.append(kernel)
         t1 = time.perf_counter()
         compiled = compile_units(kernels)
-        specs = [s for s, c in zip(specs, compiled) if c.ok]
+        specs = [s for s, c in zip(specs, compiled, strict=False) if c.ok]
         t2 = time.perf_counter()
         runs = execute_specs(specs)
-        ok = [(s, r) for s, r in zip(specs, runs) if r.ok]
+        ok = [(s, r) for s, r in zip(specs, runs, strict=False) if r.ok]
         t3 = time.perf_counter()
         checks = gradcheck.check_gradients([s for s, _ in ok], [r for _, r in ok])
         t4 = time.perf_counter()
@@ -86,16 +86,22 @@ def main() -> int:
         print(f"  {k:<17} {t[k]:8.1f} s  {t[k] * per:7.1f} ms/pair")
     print(f"  check: module builds {build[0]:.1f} s, probes {t['check'] - build[0]:.1f} s")
     ratio = t["check"] / floor if floor else float("nan")
-    print(f"floor (same run without the check): {floor * per:.1f} ms/pair; with it: {(floor + t['check']) * per:.1f} ms/pair")
-    print(f"check adds {ratio:+.1%} to the per-pair cost (target <= +{TARGET:.0%}): {'met' if ratio <= TARGET else 'NOT met'}")
+    print(
+        f"floor (same run without the check): {floor * per:.1f} ms/pair; with it: {(floor + t['check']) * per:.1f} ms/pair"
+    )
+    print(
+        f"check adds {ratio:+.1%} to the per-pair cost (target <= +{TARGET:.0%}): {'met' if ratio <= TARGET else 'NOT met'}"
+    )
     # Per *shipped* pair: rows the check rejects (adjoint_mismatch) cost the whole pipeline
     # and are replaced by other kernels, so they count against the check too.
     shipped = pairs - verdicts["mismatch"]
     if shipped:
         with_check = (floor + t["check"]) / shipped
         without = floor / pairs
-        print(f"per shipped pair (adjoint_mismatch rejects {verdicts['mismatch']} of {pairs} replaced): "
-              f"{with_check * 1000:.1f} ms vs {without * 1000:.1f} ms without the check: {with_check / without - 1:+.1%}")
+        print(
+            f"per shipped pair (adjoint_mismatch rejects {verdicts['mismatch']} of {pairs} replaced): "
+            f"{with_check * 1000:.1f} ms vs {without * 1000:.1f} ms without the check: {with_check / without - 1:+.1%}"
+        )
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
     return 0
 

@@ -32,7 +32,9 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1, help="mine every Nth file (1 = all)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--compile", dest="level", default="frontend", choices=("frontend", "ptx"), help="compile check level")
+    parser.add_argument(
+        "--compile", dest="level", default="frontend", choices=("frontend", "ptx"), help="compile check level"
+    )
     parser.add_argument("--verbatim", type=int, default=0, help="files to check against Warp's module codegen")
     parser.add_argument("--no-floor", action="store_true", help="skip the --no-compile --no-run floor run")
     args = parser.parse_args()
@@ -41,14 +43,18 @@ def main() -> int:
 
     files = discover.find_files(None)[:: args.every]
     t0 = time.perf_counter()
-    full = run.mine_sources(files, workers=args.workers, options=pool.Options(timeout_s=args.timeout, compile_level=args.level))
+    full = run.mine_sources(
+        files, workers=args.workers, options=pool.Options(timeout_s=args.timeout, compile_level=args.level)
+    )
     full_s = time.perf_counter() - t0
     s = full.stats
     print(f"files: {len(files)} (every {args.every}th of the installed Warp)")
     print(f"kernel definitions (AST): {s['kernel_definitions']}")
     print(f"kernels generated (overloads one each): {s['kernels_generated']}")
     print(f"rows (distinct after dedup): {s['rows']}")
-    print(f"compile check ({args.level}): {s['compile_passed']}/{s['compile_checked']} = {100 * (s['compile_pass_rate'] or 0):.1f}%")
+    print(
+        f"compile check ({args.level}): {s['compile_passed']}/{s['compile_checked']} = {100 * (s['compile_pass_rate'] or 0):.1f}%"
+    )
     print(f"executed with test vectors: {s['executed']}/{s['rows']} = {100 * (s['executed_rate'] or 0):.1f}%")
     print(f"not mined, by reason: {s['rejects_by_reason']}")
     print(f"rows not executed, by reason: {s['not_executed_by_reason']}")
@@ -70,7 +76,9 @@ def main() -> int:
     print(f"wall time: {full_s:.1f} s ({args.workers} workers); worker seconds by stage: {s['stage_seconds']}")
     if not args.no_floor:
         t0 = time.perf_counter()
-        run.mine_sources(files, workers=args.workers, options=pool.Options(timeout_s=args.timeout, compile_check=False, run=False))
+        run.mine_sources(
+            files, workers=args.workers, options=pool.Options(timeout_s=args.timeout, compile_check=False, run=False)
+        )
         floor_s = time.perf_counter() - t0
         print(f"floor (import + codegen only, same files and workers): {floor_s:.1f} s; ratio {full_s / floor_s:.2f}x")
     if args.every == 1:
@@ -107,7 +115,9 @@ def verbatim(files, rows, n: int) -> int:
         mismatched += len(missing)
         for name in missing:
             print(f"  not verbatim: {f.relpath}: {name}")
-    print(f"verbatim: {checked - mismatched}/{checked} kernels of {len(sample)} files found verbatim in Warp's module CUDA")
+    print(
+        f"verbatim: {checked - mismatched}/{checked} kernels of {len(sample)} files found verbatim in Warp's module CUDA"
+    )
     return 1 if mismatched else 0
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cudagen_data import canonical, warp_boundary  # noqa: E402
+from cudagen_data.execution import execute_specs  # noqa: E402
 from cudagen_data.extract import DEFAULT_BLOCK_DIM, ExtractError, compile_units, extract_kernels  # noqa: E402
 from cudagen_data.generators import generate  # noqa: E402
 from cudagen_data.generators.ml import GENERATORS, REFERENCE_CHECKS  # noqa: E402
-from cudagen_data.execution import execute_specs  # noqa: E402
 
 
 def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
@@ -49,7 +49,7 @@ def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
     t_extract = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    for k, res in zip(owners, compile_units(extracted)):
+    for k, res in zip(owners, compile_units(extracted), strict=False):
         compiled_ok[k] = res.ok
         if not res.ok:
             failures["compile"] += 1
@@ -59,7 +59,7 @@ def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
     # CPU execution (forward + backward), then the family's NumPy reference on the outputs
     t0 = time.perf_counter()
     check = REFERENCE_CHECKS[category]
-    for k, (spec, res) in enumerate(zip(specs, execute_specs(specs, reference_checks={}))):
+    for k, (spec, res) in enumerate(zip(specs, execute_specs(specs, reference_checks={}), strict=False)):
         if not res.ok:
             failures[f"exec:{res.reason}"] += 1
             examples.setdefault(f"exec:{res.reason}", f"#{start + k} {spec.kernel_name}: {res.detail[:300]}")
@@ -73,8 +73,14 @@ def run_chunk(category: str, seed: int, start: int, stop: int) -> dict:
             numpy_ok[k] = True
     t_exec = time.perf_counter() - t0
     warp_boundary.clear_private_cache()
-    return {"compiled": compiled_ok, "executed": executed_ok, "numpy": numpy_ok, "failures": failures,
-            "examples": examples, "seconds": (t_extract, t_compile, t_exec)}
+    return {
+        "compiled": compiled_ok,
+        "executed": executed_ok,
+        "numpy": numpy_ok,
+        "failures": failures,
+        "examples": examples,
+        "seconds": (t_extract, t_compile, t_exec),
+    }
 
 
 def _run_chunk(args: tuple) -> dict:
@@ -101,7 +107,7 @@ def bench_category(category: str, count: int, seed: int, batch: int, pool) -> di
         "compile": sum(flags["compiled"]),
         "execute": sum(flags["executed"]),
         "numpy": sum(flags["numpy"]),
-        "all": sum(c and e and n for c, e, n in zip(flags["compiled"], flags["executed"], flags["numpy"])),
+        "all": sum(c and e and n for c, e, n in zip(flags["compiled"], flags["executed"], flags["numpy"], strict=False)),
         "shapes_pct": 100.0 * len(shapes) / count,
         "tiers": dict(tiers),
         "cpu_seconds": tuple(sum(p["seconds"][i] for p in parts) for i in range(3)),  # summed over workers
@@ -116,12 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000, help="kernels per category (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--categories", nargs="*", default=list(GENERATORS), help="subset of the ML categories")
-    parser.add_argument("--batch", type=int, default=50, help="kernels per NVRTC unit / CPU module (one task per worker)")
+    parser.add_argument(
+        "--batch", type=int, default=50, help="kernels per NVRTC unit / CPU module (one task per worker)"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help="do not print an example of each failure kind")
     args = parser.parse_args(argv)
 
-    print(f"{args.count} kernels per category, seed {args.seed}, {args.jobs} workers, {os.cpu_count()} cpus", flush=True)
+    print(
+        f"{args.count} kernels per category, seed {args.seed}, {args.jobs} workers, {os.cpu_count()} cpus", flush=True
+    )
     header = f"{'category':<12} {'count':>5} {'compile':>8} {'execute':>8} {'numpy':>8} {'all':>6} {'shapes%':>8}  tiers (b/i/a)   wall s  cpu s (extract/nvrtc/cpu run)"
     print(header, flush=True)
     rows = []
@@ -133,10 +143,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             t = row["tiers"]
             g, c, e = row["cpu_seconds"]
-            print(f"{category:<12} {row['count']:>5} {row['compile']:>8} {row['execute']:>8} {row['numpy']:>8} "
-                  f"{row['all']:>6} {row['shapes_pct']:>7.1f}%  {t.get('basic', 0)}/{t.get('intermediate', 0)}/"
-                  f"{t.get('advanced', 0)}  {row['wall']:7.1f}  {g:.0f}/{c:.0f}/{e:.0f}"
-                  + (f"  failures: {row['failures']}" if row["failures"] else ""), flush=True)
+            print(
+                f"{category:<12} {row['count']:>5} {row['compile']:>8} {row['execute']:>8} {row['numpy']:>8} "
+                f"{row['all']:>6} {row['shapes_pct']:>7.1f}%  {t.get('basic', 0)}/{t.get('intermediate', 0)}/"
+                f"{t.get('advanced', 0)}  {row['wall']:7.1f}  {g:.0f}/{c:.0f}/{e:.0f}"
+                + (f"  failures: {row['failures']}" if row["failures"] else ""),
+                flush=True,
+            )
             if not args.quiet:
                 for key, text in row["examples"].items():
                     print(f"    [{category}] {key}: {text}", flush=True)
@@ -146,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             pool.join()
     total = sum(r["count"] for r in rows)
     passed = sum(r["all"] for r in rows)
-    print(f"total: {passed}/{total} kernels pass compile + CPU execution + NumPy check; "
-          f"min distinct shapes {min(r['shapes_pct'] for r in rows):.1f}% (target >= 80%); {time.perf_counter() - t_all:.0f} s", flush=True)
+    print(
+        f"total: {passed}/{total} kernels pass compile + CPU execution + NumPy check; "
+        f"min distinct shapes {min(r['shapes_pct'] for r in rows):.1f}% (target >= 80%); {time.perf_counter() - t_all:.0f} s",
+        flush=True,
+    )
     ok = all(r["all"] == r["count"] and r["shapes_pct"] >= 80.0 for r in rows)
     return 0 if ok else 1
 

@@ -35,12 +35,22 @@ from pathlib import Path
 import orjson
 
 
-def run(count: int, categories: tuple[str, ...], workers: int, fast: bool, batch_size: int, out: Path, level: str = "frontend"):
+def run(
+    count: int,
+    categories: tuple[str, ...],
+    workers: int,
+    fast: bool,
+    batch_size: int,
+    out: Path,
+    level: str = "frontend",
+):
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.producer import produce
 
     rss = []
-    config = ProduceConfig(count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level)
+    config = ProduceConfig(
+        count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level
+    )
     t0 = time.perf_counter()
     result = produce(config, out, workers=workers, progress=False, on_batch=lambda r: rss.append(r.worker_rss_mb))
     return time.perf_counter() - t0, result.stats, max(rss, default=0.0)
@@ -79,8 +89,10 @@ def _floor_worker(args) -> float:
             def check_own(i, kernel, run, specs=specs, own=own):
                 own[i] = check_own_build(specs[i], kernel, Point.of(run))
 
-            runs = execute_specs(specs, reference_checks={}, on_run=check_own)  # no NumPy reference checks: not floor work
-            ran = [(spec, run) for i, (spec, run) in enumerate(zip(specs, runs)) if run.ok and own.get(i) is None]
+            runs = execute_specs(
+                specs, reference_checks={}, on_run=check_own
+            )  # no NumPy reference checks: not floor work
+            ran = [(spec, run) for i, (spec, run) in enumerate(zip(specs, runs, strict=False)) if run.ok and own.get(i) is None]
             if ran:
                 check_gradients([spec for spec, _ in ran], [run for _, run in ran])
     return time.perf_counter() - t0
@@ -123,7 +135,9 @@ def tried_items(out: Path) -> list[tuple[str, dict | None]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=1000, help="full-validation pairs at the default level (0: skip the full runs)")
+    ap.add_argument(
+        "--count", type=int, default=1000, help="full-validation pairs at the default level (0: skip the full runs)"
+    )
     ap.add_argument("--ptx-count", type=int, default=1000, help="full-validation pairs with --compile ptx (0: skip)")
     ap.add_argument("--fast-count", type=int, default=5000, help="--fast pairs (0: skip)")
     ap.add_argument("--workers", type=int, default=2)
@@ -140,50 +154,78 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cudagen-bench-"))
     try:
         nvrtc = compiler_record(86, "frontend")["nvrtc_version"]
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, batch {args.batch_size}, NVRTC {nvrtc}")
+        print(
+            f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, batch {args.batch_size}, NVRTC {nvrtc}"
+        )
         if args.fast_count > 0:
             fast_s, fast_stats, _ = run(args.fast_count, cats, args.workers, True, args.batch_size, tmp / "fast")
             fast_n = fast_stats["total_pairs"]
-            print(f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s; tried {fast_stats['kernels_tried']} kernels")
+            print(
+                f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s; tried {fast_stats['kernels_tried']} kernels"
+            )
             print(f"        stage seconds (summed over workers): {fast_stats['stage_seconds']}")
             if not args.skip_floor:
                 sources = tried_sources(tmp / "fast")
                 cg_s = pooled_seconds(_codegen_worker, sources, args.workers)
-                print(f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: {cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most")
-                print(f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}, target <= +25%: generation, canonical hashes, rows, writing, worker start-up)")
+                print(
+                    f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: {cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most"
+                )
+                print(
+                    f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}, target <= +25%: generation, canonical hashes, rows, writing, worker start-up)"
+                )
         if args.count <= 0:
             return
         full_s, stats, rss = run(args.count, cats, args.workers, False, args.batch_size, tmp / "full")
         n = stats["total_pairs"]
         full_rate = n / full_s
-        print(f"full (--compile frontend): {n} pairs in {full_s:.1f} s = {full_rate:.1f} pairs/s (target >= 25); tried {stats['kernels_tried']} kernels")
-        print(f"        compile pass {stats['compile_pass_rate']:.1%}, execution pass {stats['execution_pass_rate']:.1%}; rejects {stats['rejects_by_reason']}")
+        print(
+            f"full (--compile frontend): {n} pairs in {full_s:.1f} s = {full_rate:.1f} pairs/s (target >= 25); tried {stats['kernels_tried']} kernels"
+        )
+        print(
+            f"        compile pass {stats['compile_pass_rate']:.1%}, execution pass {stats['execution_pass_rate']:.1%}; rejects {stats['rejects_by_reason']}"
+        )
         print(f"        stage seconds (summed over workers): {stats['stage_seconds']}")
         print(f"        peak worker RSS {rss:.0f} MB")
         if not args.skip_floor:
             items = tried_items(tmp / "full")
             floor_s = pooled_seconds(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
-            print(f"floor:  codegen + batched front-end NVRTC + batched CPU build and run + gradient check of the same {len(items)} kernels, {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most")
-            print(f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= +25%)")
+            print(
+                f"floor:  codegen + batched front-end NVRTC + batched CPU build and run + gradient check of the same {len(items)} kernels, {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
+            )
+            print(
+                f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= +25%)"
+            )
         from cudagen_data.dataset.verify import validate_path
 
         t0 = time.perf_counter()
         report = validate_path(tmp / "full", workers=args.workers)
         val_s = time.perf_counter() - t0
-        print(f"validate: {report.rows} rows in {val_s:.1f} s = {report.rows / val_s:.1f} rows/s, {args.workers} workers ({'OK' if report.ok else 'FAILED'}); validate / produce speed = {(report.rows / val_s) / full_rate:.2f} (target >= 1)")
+        print(
+            f"validate: {report.rows} rows in {val_s:.1f} s = {report.rows / val_s:.1f} rows/s, {args.workers} workers ({'OK' if report.ok else 'FAILED'}); validate / produce speed = {(report.rows / val_s) / full_rate:.2f} (target >= 1)"
+        )
         if args.ptx_count > 0:
-            ptx_s, ptx_stats, _ = run(args.ptx_count, cats, args.workers, False, args.batch_size, tmp / "ptx", level="ptx")
+            ptx_s, ptx_stats, _ = run(
+                args.ptx_count, cats, args.workers, False, args.batch_size, tmp / "ptx", level="ptx"
+            )
             ptx_rate = ptx_stats["total_pairs"] / ptx_s
-            print(f"full (--compile ptx): {ptx_stats['total_pairs']} pairs in {ptx_s:.1f} s = {ptx_rate:.1f} pairs/s; stage seconds {ptx_stats['stage_seconds']}")
+            print(
+                f"full (--compile ptx): {ptx_stats['total_pairs']} pairs in {ptx_s:.1f} s = {ptx_rate:.1f} pairs/s; stage seconds {ptx_stats['stage_seconds']}"
+            )
             print(f"        frontend / ptx = {full_rate / ptx_rate:.1f}x with the gradient check on")
 
             def without_gradcheck(seconds: float, run_stats: dict) -> float:
-                return run_stats["total_pairs"] / (seconds - run_stats["stage_seconds"].get("gradcheck", 0.0) / args.workers)
+                return run_stats["total_pairs"] / (
+                    seconds - run_stats["stage_seconds"].get("gradcheck", 0.0) / args.workers
+                )
 
-            print(f"        frontend / ptx = {without_gradcheck(full_s, stats) / without_gradcheck(ptx_s, ptx_stats):.1f}x with its time taken out (target >= 3x)")
+            print(
+                f"        frontend / ptx = {without_gradcheck(full_s, stats) / without_gradcheck(ptx_s, ptx_stats):.1f}x with its time taken out (target >= 3x)"
+            )
         if args.rss_pairs:
             rss_s, rss_stats, rss_peak = run(args.rss_pairs, cats, args.workers, False, args.batch_size, tmp / "rss")
-            print(f"rss:    {rss_stats['total_pairs']} pairs in {rss_s:.0f} s; peak worker RSS {rss_peak:.0f} MB (target <= 600 MB)")
+            print(
+                f"rss:    {rss_stats['total_pairs']} pairs in {rss_s:.0f} s; peak worker RSS {rss_peak:.0f} MB (target <= 600 MB)"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -32,7 +32,9 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--output", type=Path, required=True)
-    ap.add_argument("--time-limit", type=float, default=0.0, help="stop cleanly after this many seconds (0: run to the end)")
+    ap.add_argument(
+        "--time-limit", type=float, default=0.0, help="stop cleanly after this many seconds (0: run to the end)"
+    )
     args = ap.parse_args()
 
     from cudagen_data.generators import categories
@@ -54,10 +56,16 @@ def main() -> int:
         result = produce(config, args.output, workers=args.workers, progress=False, on_batch=on_batch)
     except _TimeUp:
         done = sum(1 for _ in open(log_path, "rb"))
-        print(f"stopped after {time.perf_counter() - t0:.0f} s ({done} batches logged so far); run again to resume", flush=True)
+        print(
+            f"stopped after {time.perf_counter() - t0:.0f} s ({done} batches logged so far); run again to resume",
+            flush=True,
+        )
         return 3
     stats = result.stats
-    print(f"complete: {stats['total_pairs']} pairs, {stats['kernels_tried']} kernels tried; this call {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"complete: {stats['total_pairs']} pairs, {stats['kernels_tried']} kernels tried; this call {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     log = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
     if not log:
         return 0
@@ -65,7 +73,10 @@ def main() -> int:
     tenths = [[e["rss_mb"] for e in log if e["batch"] * 10 // last == t] for t in range(10)]
     peaks = [max(t) if t else 0.0 for t in tenths]
     print("peak worker RSS per tenth of the run (MB): " + " ".join(f"{p:.0f}" for p in peaks), flush=True)
-    print(f"peak {max(peaks):.0f} MB (target <= 600); last tenth {peaks[-1]:.0f} MB vs first tenth {peaks[0]:.0f} MB", flush=True)
+    print(
+        f"peak {max(peaks):.0f} MB (target <= 600); last tenth {peaks[-1]:.0f} MB vs first tenth {peaks[0]:.0f} MB",
+        flush=True,
+    )
     return 0
 
 

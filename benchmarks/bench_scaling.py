@@ -66,7 +66,12 @@ def one_run(config, workers: int, executor: str, out: Path) -> tuple[float, int,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="1,2", help="comma-separated worker counts")
-    ap.add_argument("--count", type=int, default=0, help="pairs per run (default: --pairs-per-worker x workers, at least --min-count)")
+    ap.add_argument(
+        "--count",
+        type=int,
+        default=0,
+        help="pairs per run (default: --pairs-per-worker x workers, at least --min-count)",
+    )
     ap.add_argument("--pairs-per-worker", type=int, default=100)
     ap.add_argument("--min-count", type=int, default=200, help="at least this many pairs per run")
     ap.add_argument("--fast", action="store_true", help="--fast runs (codegen only) instead of full validation")
@@ -86,14 +91,26 @@ def main() -> int:
 
     counts = [int(w) for w in args.workers.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="cudagen-scaling-"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, ray {ray.__version__}, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}", flush=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, ray {ray.__version__}, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}",
+        flush=True,
+    )
     rows = []
     try:
         for w in counts:
             count = args.count or max(args.min_count, args.pairs_per_worker * w)
-            config = ProduceConfig(count=count, categories=categories(), seed=1, fast=args.fast, batch_size=args.batch_size)
+            config = ProduceConfig(
+                count=count, categories=categories(), seed=1, fast=args.fast, batch_size=args.batch_size
+            )
             t0 = time.perf_counter()
-            ray.init(address="local", num_cpus=w, object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False, logging_level="warning")
+            ray.init(
+                address="local",
+                num_cpus=w,
+                object_store_memory=256 * 2**20,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="warning",
+            )
             ray_start = time.perf_counter() - t0
             runs: dict[str, list[float]] = {"local": [], "ray": []}
             spread = {}
@@ -103,12 +120,18 @@ def main() -> int:
                         elapsed, n, by_node = one_run(config, w, executor, tmp / f"{executor}-{w}-{attempt}")
                         runs[executor].append(n / elapsed)
                         spread = by_node or spread
-                        print(f"  {w:2d} workers  {executor:5s} run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s", flush=True)
+                        print(
+                            f"  {w:2d} workers  {executor:5s} run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                            flush=True,
+                        )
             finally:
                 ray.shutdown()
             best_local, best_ray = max(runs["local"]), max(runs["ray"])
             rows.append((w, count, runs, best_local, best_ray, ray_start, spread))
-            print(f"  {w:2d} workers: Ray start-up {ray_start:.1f} s (not counted); Ray tasks per node {sorted(spread.values())}", flush=True)
+            print(
+                f"  {w:2d} workers: Ray start-up {ray_start:.1f} s (not counted); Ray tasks per node {sorted(spread.values())}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -116,9 +139,14 @@ def main() -> int:
     print("workers  pairs   local pairs/s (run 1, run 2)   Ray pairs/s (run 1, run 2)   best Ray / best local")
     for w, count, runs, best_local, best_ray, _, _ in rows:
         lo, ry = runs["local"], runs["ray"]
-        print(f"{w:7d}  {count:5d}   {best_local:6.1f} ({lo[0]:6.1f}, {lo[1]:6.1f})          {best_ray:6.1f} ({ry[0]:6.1f}, {ry[1]:6.1f})        {best_ray / best_local:5.2f}")
+        print(
+            f"{w:7d}  {count:5d}   {best_local:6.1f} ({lo[0]:6.1f}, {lo[1]:6.1f})          {best_ray:6.1f} ({ry[0]:6.1f}, {ry[1]:6.1f})        {best_ray / best_local:5.2f}"
+        )
     base = rows[0][3] / rows[0][0]
-    print("local speed-up over the first count, per worker: " + ", ".join(f"{w}: {bl / (base * w):.2f}" for w, _, _, bl, _, _, _ in rows))
+    print(
+        "local speed-up over the first count, per worker: "
+        + ", ".join(f"{w}: {bl / (base * w):.2f}" for w, _, _, bl, _, _, _ in rows)
+    )
     return 0
 
 
@@ -127,19 +155,30 @@ def floor_main(args) -> int:
     from cudagen_data.pipeline import ProduceConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="cudagen-scaling-floor-"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}", flush=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}",
+        flush=True,
+    )
     try:
         for w in [int(x) for x in args.workers.split(",")]:
             count = args.count or max(args.min_count, args.pairs_per_worker * w)
-            config = ProduceConfig(count=count, categories=categories(), seed=1, fast=args.fast, batch_size=args.batch_size)
+            config = ProduceConfig(
+                count=count, categories=categories(), seed=1, fast=args.fast, batch_size=args.batch_size
+            )
             local, alone = [], []
             for attempt in range(2):
                 elapsed, n, _ = one_run(config, w, "local", tmp / f"local-{w}-{attempt}")
                 local.append(n / elapsed)
-                print(f"  {w:2d} workers  one producer       run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s", flush=True)
+                print(
+                    f"  {w:2d} workers  one producer       run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                    flush=True,
+                )
                 elapsed, n = independent_runs(config, w, tmp / f"alone-{w}-{attempt}")
                 alone.append(n / elapsed)
-                print(f"  {w:2d} workers  {w:2d} lone producers run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s", flush=True)
+                print(
+                    f"  {w:2d} workers  {w:2d} lone producers run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                    flush=True,
+                )
             print(f"  {w:2d} workers: best one producer {max(local):.1f} pairs/s, best {w} lone producers {max(alone):.1f} pairs/s, "
                   f"ratio {max(local) / max(alone):.2f} (1.0: the producer costs nothing over the machine's floor)", flush=True)  # fmt: skip
     finally:

@@ -27,8 +27,12 @@ NUMBER_TOKEN = "NUM"
 
 
 def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     return body or [ast.Pass()]
 
@@ -205,4 +209,6 @@ def kernel_shape_hash(source: str) -> str:
 def _is_kernel_decorator(node: ast.expr) -> bool:
     if isinstance(node, ast.Call):
         node = node.func
-    return (isinstance(node, ast.Attribute) and node.attr == "kernel") or (isinstance(node, ast.Name) and node.id == "kernel")
+    return (isinstance(node, ast.Attribute) and node.attr == "kernel") or (
+        isinstance(node, ast.Name) and node.id == "kernel"
+    )

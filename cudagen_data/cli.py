@@ -6,7 +6,6 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -36,23 +35,33 @@ def expected_errors(fn):
         from .contracts.manifest import ManifestError
         from .dataset.store import DatasetError
         from .extract import ExtractError
-        from .mine import MineError
         from .extract.frontend import NvrtcUnavailable
+        from .mine import MineError
         from .pipeline.config import ProduceError
         from .publish import PublishError
 
         try:
             return fn(*args, **kwargs)
-        except (ProduceError, DatasetError, ExtractError, PublishError, ManifestError, MineError, NvrtcUnavailable) as exc:
+        except (
+            ProduceError,
+            DatasetError,
+            ExtractError,
+            PublishError,
+            ManifestError,
+            MineError,
+            NvrtcUnavailable,
+        ) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
-            typer.echo("\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True)
+            typer.echo(
+                "\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True
+            )
             raise typer.Exit(130) from None
 
     return wrapper
 
 
-def _split_list(value: Optional[str]) -> list[str]:
+def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
@@ -60,10 +69,17 @@ def format_summary(stats: dict, output: Path | str) -> str:
     """One screen: what was made, what was rejected and why, how fast."""
     lines = [f"{stats['total_pairs']} pairs in {output}"]
     width = max((len(c) for c in stats["by_category"]), default=8)
-    lines.append("  category".ljust(width + 4) + "pairs  " + "  ".join(t[:5].rjust(5) for t in ("basic", "intermediate", "advanced")))
+    lines.append(
+        "  category".ljust(width + 4)
+        + "pairs  "
+        + "  ".join(t[:5].rjust(5) for t in ("basic", "intermediate", "advanced"))
+    )
     for cat, n in stats["by_category"].items():
         tiers = stats.get("by_category_difficulty", {}).get(cat, {})
-        lines.append(f"  {cat.ljust(width)}  {n:5d}  " + "  ".join(f"{tiers.get(t, 0):5d}" for t in ("basic", "intermediate", "advanced")))
+        lines.append(
+            f"  {cat.ljust(width)}  {n:5d}  "
+            + "  ".join(f"{tiers.get(t, 0):5d}" for t in ("basic", "intermediate", "advanced"))
+        )
     lines.append("  splits: " + ", ".join(f"{s} {n}" for s, n in stats["by_split"].items()))
     lines.append(f"  lines: forward {stats['avg_forward_lines']}, backward {stats['avg_backward_lines']} (average)")
     rates = []
@@ -71,11 +87,17 @@ def format_summary(stats: dict, output: Path | str) -> str:
         rates.append(f"compile {stats['compile_pass_rate']:.1%}")
     if stats.get("execution_pass_rate") is not None:
         rates.append(f"execution {stats['execution_pass_rate']:.1%}")
-    lines.append(f"  tried {stats['kernels_tried']} kernels" + (f"; pass rates: {', '.join(rates)}" if rates else " (--fast: no compile or execution)"))
+    lines.append(
+        f"  tried {stats['kernels_tried']} kernels"
+        + (f"; pass rates: {', '.join(rates)}" if rates else " (--fast: no compile or execution)")
+    )
     grad = stats.get("gradient_check") or {}
     if grad.get("by_status"):
-        lines.append("  backward: " + ", ".join(f"{s} {n}" for s, n in grad["by_status"].items())
-                     + (f" ({grad['verified_rate']:.1%} verified)" if grad.get("verified_rate") is not None else ""))
+        lines.append(
+            "  backward: "
+            + ", ".join(f"{s} {n}" for s, n in grad["by_status"].items())
+            + (f" ({grad['verified_rate']:.1%} verified)" if grad.get("verified_rate") is not None else "")
+        )
     rejects = stats["rejects_by_reason"]
     if rejects:
         lines.append("  rejects: " + ", ".join(f"{r} {n}" for r, n in rejects.items()))
@@ -88,24 +110,52 @@ def format_summary(stats: dict, output: Path | str) -> str:
 @expected_errors
 def produce(
     count: int = typer.Option(1000, "--count", "-n", help="Number of pairs to make (balanced across categories)."),
-    categories: Optional[str] = typer.Option(None, "--categories", "-c", help="Comma-separated categories (default: all; see `cudagen categories`)."),
-    seed: int = typer.Option(0, "--seed", help="Root seed: the same seed and version give the same dataset."),
-    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."),
-    output: Path = typer.Option(DEFAULT_OUTPUT, "--output", "-o", help="Output folder (a Hugging Face dataset folder)."),
-    arch: int = typer.Option(86, "--arch", help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."),
-    fast: bool = typer.Option(False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."),
-    compile_level: str = typer.Option(
-        "frontend", "--compile", help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile)."
+    categories: str | None = typer.Option(
+        None, "--categories", "-c", help="Comma-separated categories (default: all; see `cudagen categories`)."
     ),
-    batch_size: int = typer.Option(100, "--batch-size", help="Kernels per batch (one NVRTC unit and one CPU module each)."),
-    max_chars: int = typer.Option(120_000, "--max-chars", help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long."),
+    seed: int = typer.Option(0, "--seed", help="Root seed: the same seed and version give the same dataset."),
+    workers: int = typer.Option(
+        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
+    ),
+    output: Path = typer.Option(
+        DEFAULT_OUTPUT, "--output", "-o", help="Output folder (a Hugging Face dataset folder)."
+    ),
+    arch: int = typer.Option(86, "--arch", help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."),
+    fast: bool = typer.Option(
+        False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."
+    ),
+    compile_level: str = typer.Option(
+        "frontend",
+        "--compile",
+        help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
+    ),
+    batch_size: int = typer.Option(
+        100, "--batch-size", help="Kernels per batch (one NVRTC unit and one CPU module each)."
+    ),
+    max_chars: int = typer.Option(
+        120_000,
+        "--max-chars",
+        help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long.",
+    ),
     split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
-    jsonl: bool = typer.Option(True, "--jsonl/--no-jsonl", help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs)."),
+    jsonl: bool = typer.Option(
+        True,
+        "--jsonl/--no-jsonl",
+        help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs).",
+    ),
     shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", help="Rows per Parquet shard."),
-    executor: str = typer.Option("local", "--executor", help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]')."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join (e.g. 10.0.0.1:6379); default: start a private local Ray with --workers CPUs."),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]')."
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="Ray cluster to join (e.g. 10.0.0.1:6379); default: start a private local Ray with --workers CPUs.",
+    ),
 ) -> None:
     """Make a dataset of validated Python -> CUDA pairs (resumable: re-run the same command after a crash)."""
     from .generators import categories as all_categories
@@ -125,17 +175,36 @@ def produce(
     try:
         ratios = validate_ratios(_split_list(split_ratios))
         config = ProduceConfig(
-            count=count, categories=tuple(chosen), seed=seed, arch=arch, fast=fast, batch_size=batch_size, split_ratios=ratios,
-            max_chars=max_chars, compile_level=compile_level, jsonl=jsonl, shard_rows=shard_rows,
+            count=count,
+            categories=tuple(chosen),
+            seed=seed,
+            arch=arch,
+            fast=fast,
+            batch_size=batch_size,
+            split_ratios=ratios,
+            max_chars=max_chars,
+            compile_level=compile_level,
+            jsonl=jsonl,
+            shard_rows=shard_rows,
         )
         _check_arch(arch)
     except ValueError as exc:
         _fail(str(exc), 2)
-    result = run_produce(config, output, workers=workers, overwrite=overwrite, progress=progress, executor=executor, ray_address=ray_address)
+    result = run_produce(
+        config,
+        output,
+        workers=workers,
+        overwrite=overwrite,
+        progress=progress,
+        executor=executor,
+        ray_address=ray_address,
+    )
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if result.already_complete:
-        typer.echo(f"{output} is already complete for this configuration; nothing to do (--overwrite starts over).", err=True)
+        typer.echo(
+            f"{output} is already complete for this configuration; nothing to do (--overwrite starts over).", err=True
+        )
     typer.echo(format_summary(result.stats, output))
 
 
@@ -149,12 +218,16 @@ def _check_arch(arch: int) -> None:
 @expected_errors
 def extract(
     file: Path = typer.Argument(..., help="A Python file with @wp.kernel definitions (its main block is not run)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write JSON lines here (default: stdout)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write JSON lines here (default: stdout)."),
     arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
     compile_level: str = typer.Option(
-        "frontend", "--compile", help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile)."
+        "frontend",
+        "--compile",
+        help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
-    no_compile: bool = typer.Option(False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."),
+    no_compile: bool = typer.Option(
+        False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."
+    ),
 ) -> None:
     """Turn any Warp program into pairs: one JSON line per kernel, compile status included."""
     from .extract.levels import check_level
@@ -171,7 +244,9 @@ def extract(
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         _fail(f"{file}: cannot read ({exc})", 2)
-    rows, errors = extract_file(source, arch=arch, compile_check=not no_compile, level=compile_level, root=str(file.resolve().parent))
+    rows, errors = extract_file(
+        source, arch=arch, compile_check=not no_compile, level=compile_level, root=str(file.resolve().parent)
+    )
     import orjson
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
@@ -186,7 +261,11 @@ def extract(
     for e in errors:
         typer.echo(f"{file}:{e.line}: {e.message}", err=True)
     failed = sum(1 for r in rows if r.compile.status == "failed")
-    typer.echo(f"{len(rows)} kernels extracted, {failed} failed to compile, {len(errors)} errors" + (f" -> {out}" if out else ""), err=True)
+    typer.echo(
+        f"{len(rows)} kernels extracted, {failed} failed to compile, {len(errors)} errors"
+        + (f" -> {out}" if out else ""),
+        err=True,
+    )
     if errors or failed or not rows:
         if not rows and not errors:
             typer.echo(f"{file}: no @wp.kernel found", err=True)
@@ -196,27 +275,36 @@ def extract(
 @app.command()
 @expected_errors
 def mine(
-    paths: Optional[list[Path]] = typer.Argument(None, help="Files or folders of Warp programs (default: the installed Warp's examples, tests and library)."),
-    output: Path = typer.Option(DEFAULT_OUTPUT, "--output", "-o", help="Dataset folder: the rows become its `real` configuration."),
-    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (each file is mined in one)."),
+    paths: list[Path] | None = typer.Argument(
+        None, help="Files or folders of Warp programs (default: the installed Warp's examples, tests and library)."
+    ),
+    output: Path = typer.Option(
+        DEFAULT_OUTPUT, "--output", "-o", help="Dataset folder: the rows become its `real` configuration."
+    ),
+    workers: int = typer.Option(
+        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (each file is mined in one)."
+    ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds one file may take (import, code generation, runs)."),
     arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
     compile_level: str = typer.Option(
-        "frontend", "--compile", help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile)."
+        "frontend",
+        "--compile",
+        help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
-    no_compile: bool = typer.Option(False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."),
+    no_compile: bool = typer.Option(
+        False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."
+    ),
     run: bool = typer.Option(True, "--run/--no-run", help="Run kernels whose arguments can be filled, on the CPU."),
     split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
 ) -> None:
     """Mine real Warp programs into pairs: every kernel found, with provenance; a report of those not mined."""
+    from .extract.levels import DEFAULT_COMPILE_LEVEL, check_level, compiler_record
     from .mine.discover import find_files
     from .mine.folder import REJECTS_FILE, synthetic_shapes, write_real
     from .mine.pool import Options
     from .mine.run import format_summary, mine_sources
     from .publish.splits import validate_ratios
-
-    from .extract.levels import DEFAULT_COMPILE_LEVEL, check_level, compiler_record
 
     try:
         _check_arch(arch)
@@ -235,8 +323,14 @@ def mine(
 
         bar = tqdm(total=len(files), desc="mining", unit="file", file=sys.stderr)
     options = Options(arch=arch, compile_check=not no_compile, compile_level=compile_level, run=run, timeout_s=timeout)
-    result = mine_sources(files, workers=workers, options=options,
-                          synthetic_shapes=shapes, ratios=ratios, progress=(lambda res: bar.update(1)) if bar is not None else None)
+    result = mine_sources(
+        files,
+        workers=workers,
+        options=options,
+        synthetic_shapes=shapes,
+        ratios=ratios,
+        progress=(lambda res: bar.update(1)) if bar is not None else None,
+    )
     if bar is not None:
         bar.close()
     # Recorded in the manifest, which is published: the mined folders by name, no machine path.
@@ -253,8 +347,12 @@ def mine(
 @expected_errors
 def validate(
     path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
-    arch: Optional[int] = typer.Option(None, "--arch", help="Recompile for this arch (default: each row's recorded arch)."),
-    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."),
+    arch: int | None = typer.Option(
+        None, "--arch", help="Recompile for this arch (default: each row's recorded arch)."
+    ),
+    workers: int = typer.Option(
+        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Re-check every row from scratch: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
@@ -301,27 +399,35 @@ def categories() -> None:
 @app.command("gpu-validate")
 def gpu_validate(
     path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Check only the first N rows."),
+    limit: int | None = typer.Option(None, "--limit", help="Check only the first N rows."),
     device: str = typer.Option("cuda:0", "--device", help="CUDA device to run on."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes compiling in parallel (default: CPU cores)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", help="Worker processes compiling in parallel (default: CPU cores)."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write the JSON report here."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on the test vectors (see GPU_TESTING.md)."""
     from .gpu import run_gpu_validation
 
-    raise typer.Exit(run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress))
+    raise typer.Exit(
+        run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress)
+    )
 
 
 @app.command("eval")
 def eval_command(
-    predictions: Path = typer.Argument(..., help="JSONL: one {\"id\", \"cuda_forward\", \"cuda_backward\" (optional)} per line; several per id for pass@k."),
+    predictions: Path = typer.Argument(
+        ..., help='JSONL: one {"id", "cuda_forward", "cuda_backward" (optional)} per line; several per id for pass@k.'
+    ),
     dataset: Path = typer.Option(..., "--dataset", help="A dataset folder (or one .jsonl / .parquet file of rows)."),
     split: str = typer.Option("test", "--split", help="The split the ids belong to."),
     device: str = typer.Option("cpu", "--device", help="cpu (structure + compile) or cuda:N (and run on the GPU)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the JSON report here."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the fresh inputs (default: secret, from os.urandom; recorded in the report)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="GPU worker processes (default: CPU cores)."),
+    report: Path | None = typer.Option(None, "--report", help="Write the JSON report here."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seed of the fresh inputs (default: secret, from os.urandom; recorded in the report)."
+    ),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="GPU worker processes (default: CPU cores)."),
 ) -> None:
     """Score model-written CUDA against a dataset's rows: structure, NVRTC compile, GPU run (see GPU_TESTING.md)."""
     from .eval import EvalInputError, evaluate, format_report
@@ -358,7 +464,9 @@ def export(
     fmt: str = typer.Option("chat", "--format", "-f", help="chat (messages) or completion (prompt/completion)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
     forward_only: bool = typer.Option(False, "--forward-only", help="Answer with the forward kernel only."),
-    config: str = typer.Option("default", "--config", help="Dataset configuration: default (synthetic) or real (mined)."),
+    config: str = typer.Option(
+        "default", "--config", help="Dataset configuration: default (synthetic) or real (mined)."
+    ),
 ) -> None:
     """Write instruction-tuning records (deterministic, documented prompt template)."""
     from .contracts.manifest import CONFIGS

@@ -42,7 +42,9 @@ class ExecutionResult:
 
 def input_rng(spec: KernelSpec) -> np.random.Generator:
     """The rng for a spec's inputs: a stream of its own, apart from the generator's."""
-    return np.random.default_rng([spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 7])
+    return np.random.default_rng(
+        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 7]
+    )
 
 
 def draw_value(arg: ArgSpec, rng: np.random.Generator) -> Value:
@@ -87,13 +89,21 @@ def to_warp(arg: ArgSpec, value: Value, device: str, requires_grad: bool):
     wp = warp_boundary.warp()
     wp_type = warp_dtype(arg.dtype)
     if arg.kind == "array":
-        return wp.array(np.ascontiguousarray(value), dtype=wp_type, shape=tuple(arg.shape), device=device, requires_grad=requires_grad)
+        return wp.array(
+            np.ascontiguousarray(value),
+            dtype=wp_type,
+            shape=tuple(arg.shape),
+            device=device,
+            requires_grad=requires_grad,
+        )
     if isinstance(value, np.ndarray):  # vector / matrix / quaternion by value
         return wp_type(*value.reshape(-1).tolist())
     return value
 
 
-def check_outputs(spec: KernelSpec, inputs: dict[str, Value], outputs: dict[str, np.ndarray]) -> tuple[RejectReason, str] | None:
+def check_outputs(
+    spec: KernelSpec, inputs: dict[str, Value], outputs: dict[str, np.ndarray]
+) -> tuple[RejectReason, str] | None:
     """(reason, detail) if an output is non-finite or does not vary, else None."""
     for arg in spec.args:
         if arg.name not in outputs:
@@ -142,12 +152,16 @@ def execute_specs(
         sub = [specs[i] for i in idx]
         sources = [(spec.python_source, spec.kernel_name) for spec in sub]
         backward = [not forward_only_reason(spec.python_source) for spec in sub]
-        with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL, backward=backward) as (module, kernels, errors):
+        with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL, backward=backward) as (
+            module,
+            kernels,
+            errors,
+        ):
             build_error = warp_boundary.build_module(module, device) if any(k is not None for k in kernels) else None
             if build_error is not None and len(idx) > 1:
                 return None  # one kernel broke the shared build: bisect
             results = []
-            for i, spec, kernel, error in zip(idx, sub, kernels, errors):
+            for i, spec, kernel, error in zip(idx, sub, kernels, errors, strict=False):
                 if kernel is None:
                     results.append(ExecutionResult(False, RejectReason.LOAD_ERROR, error))
                 elif build_error is not None:
@@ -174,14 +188,18 @@ def run_kernel(
     wp = warp_boundary.warp()
     if inputs is None:
         inputs = draw_inputs(spec)
-    result = ExecutionResult(False, inputs={k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()})
+    result = ExecutionResult(
+        False, inputs={k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+    )
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
     warp_args = {a.name: to_warp(a, inputs[a.name], device, a in grad_args) for a in spec.args}
     tape = wp.Tape()
     try:
         with tape:
             launch(spec, kernel, [warp_args[a.name] for a in spec.args], device)
-        result.outputs = {a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
+        result.outputs = {
+            a.name: warp_args[a.name].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"
+        }
     except Exception as exc:  # noqa: BLE001
         result.reason, result.detail = RejectReason.LAUNCH_ERROR, error_line(exc)
         return result
@@ -240,8 +258,13 @@ def forward_only_reason(source: str) -> str | None:
         if isinstance(node, ast.Call) and call_name(node.func) == "set_module_options" and node.args:
             opts = node.args[0]
             if isinstance(opts, ast.Dict):
-                for k, v in zip(opts.keys, opts.values):
-                    if isinstance(k, ast.Constant) and k.value == "enable_backward" and isinstance(v, ast.Constant) and v.value is False:
+                for k, v in zip(opts.keys, opts.values, strict=False):
+                    if (
+                        isinstance(k, ast.Constant)
+                        and k.value == "enable_backward"
+                        and isinstance(v, ast.Constant)
+                        and v.value is False
+                    ):
                         return "declared forward-only (enable_backward=False)"
         if isinstance(node, ast.Call) and call_name(node.func) == "kernel":
             for kw in node.keywords:
@@ -262,7 +285,9 @@ def call_name(node: ast.AST) -> str:
 
 def draw_output_grads(spec: KernelSpec, grad_args: list[ArgSpec]) -> dict[str, np.ndarray]:
     """Seed gradients for every float output, from a stream of the spec's own."""
-    rng = np.random.default_rng([spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 11])
+    rng = np.random.default_rng(
+        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 11]
+    )
     seeds = {}
     for a in grad_args:
         if a.role != "in":

@@ -76,8 +76,13 @@ class GradientCheck:
     construct: str = ""  # mismatch: the Warp construct responsible, where known
 
     def to_row(self) -> dict:
-        return {"status": self.status, "reason": self.reason, "precision": self.precision,
-                "probes": self.probes, "worst_rel_error": float(self.worst_rel_error)}
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "precision": self.precision,
+            "probes": self.probes,
+            "worst_rel_error": float(self.worst_rel_error),
+        }
 
 
 # --------------------------------------------------------------------------- forward-only
@@ -95,8 +100,17 @@ def seeded_args(spec: KernelSpec) -> list[ArgSpec]:
 # --------------------------------------------------------------------------- blame
 
 
-_NO_ADJOINT = ("tile_scan_inclusive", "tile_scan_exclusive", "tile_reduce", "tile_max", "tile_min", "tile_full",
-               "tile_argmax", "tile_argmin", "frac")
+_NO_ADJOINT = (
+    "tile_scan_inclusive",
+    "tile_scan_exclusive",
+    "tile_reduce",
+    "tile_max",
+    "tile_min",
+    "tile_full",
+    "tile_argmax",
+    "tile_argmin",
+    "frac",
+)
 
 
 def suspect_constructs(spec: KernelSpec) -> str:
@@ -122,7 +136,12 @@ def suspect_constructs(spec: KernelSpec) -> str:
             name = call_name(node.func)
             if name in _NO_ADJOINT:
                 add(f"wp.{name} (no adjoint)")
-            elif name in ("atomic_min", "atomic_max") and node.args and isinstance(node.args[0], ast.Name) and roles.get(node.args[0].id) == "inout":
+            elif (
+                name in ("atomic_min", "atomic_max")
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and roles.get(node.args[0].id) == "inout"
+            ):
                 add(f"wp.{name} into in/out array {node.args[0].id!r}")
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -213,19 +232,23 @@ def _float32_plan(pos: int, spec: KernelSpec, run: Point, why: str) -> _Plan:
 
 
 def probe_rng(spec: KernelSpec) -> np.random.Generator:
-    return np.random.default_rng([spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 13])
+    return np.random.default_rng(
+        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 13]
+    )
 
 
 # --------------------------------------------------------------------------- the check
 
 
-def check_gradients(specs: Sequence[KernelSpec], points: Sequence[Point | ExecutionResult], *, device: str = "cpu") -> list[GradientCheck]:
+def check_gradients(
+    specs: Sequence[KernelSpec], points: Sequence[Point | ExecutionResult], *, device: str = "cpu"
+) -> list[GradientCheck]:
     """One GradientCheck per spec, at its point: the recorded inputs and output seeds of
     its successful float32 execution (a Point, or the ExecutionResult itself)."""
     runs = [p if isinstance(p, Point) else Point.of(p) for p in points]
     results: list[GradientCheck | None] = [None] * len(specs)
     plans: list[_Plan] = []
-    for pos, (spec, run) in enumerate(zip(specs, runs)):
+    for pos, (spec, run) in enumerate(zip(specs, runs, strict=False)):
         why = forward_only_reason(spec.python_source)
         if why:
             results[pos] = GradientCheck("forward_only", why)
@@ -272,7 +295,9 @@ def check_gradients(specs: Sequence[KernelSpec], points: Sequence[Point | Execut
                     if kernel is not None:
                         live.append((q, kernel))
                     else:
-                        results[q.pos] = GradientCheck("unverified", f"the kernel does not load for the check: {why[:120]}")
+                        results[q.pos] = GradientCheck(
+                            "unverified", f"the kernel does not load for the check: {why[:120]}"
+                        )
             if not live:
                 return
         # A build error no source is named in (a C++ compile error, say): split the batch.
@@ -350,8 +375,10 @@ class _Runner:
         self.spec, self.kernel, self.device = spec, kernel, device
         self.inputs = inputs
         self.seeds = seeds
-        self.args = [to_warp(a, inputs[a.name], device, a.kind == "array" and is_float_dtype(a.dtype)) for a in spec.args]
-        self.views = {a.name: w.numpy() for a, w in zip(spec.args, self.args) if a.kind == "array"}
+        self.args = [
+            to_warp(a, inputs[a.name], device, a.kind == "array" and is_float_dtype(a.dtype)) for a in spec.args
+        ]
+        self.views = {a.name: w.numpy() for a, w in zip(spec.args, self.args, strict=False) if a.kind == "array"}
         self.seeded = seeded_args(spec)
         self.seed_vec = np.concatenate([np.asarray(seeds[a.name], dtype=np.float64).ravel() for a in self.seeded])
         self._forward = None  # the recorded forward launch, on self.args (made at the first use)
@@ -380,9 +407,11 @@ class _Runner:
         tape = wp.Tape()
         with tape:
             launch(self.spec, self.kernel, self.args, self.device)
-        by_name = {a.name: w for a, w in zip(self.spec.args, self.args)}
+        by_name = {a.name: w for a, w in zip(self.spec.args, self.args, strict=False)}
         try:
-            tape.backward(grads={by_name[a.name]: to_warp(a, self.seeds[a.name], self.device, False) for a in self.seeded})
+            tape.backward(
+                grads={by_name[a.name]: to_warp(a, self.seeds[a.name], self.device, False) for a in self.seeded}
+            )
             return {a.name: by_name[a.name].grad.numpy().astype(np.float64).copy() for a in probed_args(self.spec)}
         finally:
             tape.zero()
@@ -472,7 +501,9 @@ def _check_one(plan: _Plan, kernel, device: str, original: KernelSpec) -> Gradie
     return GradientCheck("verified", "", prec.name, len(probes), worst, non_smooth)
 
 
-def _difference(runner: _Runner, base: np.ndarray, direction: dict[str, np.ndarray], scale: float, prec: Precision) -> tuple[float, float] | None:
+def _difference(
+    runner: _Runner, base: np.ndarray, direction: dict[str, np.ndarray], scale: float, prec: Precision
+) -> tuple[float, float] | None:
     """(d/dt L(x + t * direction) at t=0, its rounding noise) by central differences, or
     None where the loss is not smooth at x: the central estimates at the three steps
     disagree, or the one-sided ones at a tiny step do (a kink exactly at x)."""
@@ -508,4 +539,13 @@ def summary_reason(check: GradientCheck) -> str:
     return f"{check.reason}{construct}"
 
 
-__all__ = ["GradientCheck", "check_built", "check_own_build", "check_gradients", "forward_only_reason", "suspect_constructs", "summary_reason", "STATUSES"]
+__all__ = [
+    "GradientCheck",
+    "check_built",
+    "check_own_build",
+    "check_gradients",
+    "forward_only_reason",
+    "suspect_constructs",
+    "summary_reason",
+    "STATUSES",
+]

@@ -52,7 +52,20 @@ DTYPES: dict[str, tuple[str, tuple[int, ...]]] = {
 # length) that have no name above, as mined kernels declare them: ``vector(3,int8)``,
 # ``matrix(2,3,float16)``, ``quaternion(float64)``, ``transformation(float16)``.
 _PARAMETRIC_DTYPE = re.compile(r"(vector|matrix|quaternion|transformation)\(((?:\d+,)*)(\w+)\)$")
-_SCALARS = ("float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool")
+_SCALARS = (
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "bool",
+)
 
 
 def parametric_dtype(dtype: str) -> tuple[str, tuple[int, ...], str] | None:

@@ -20,6 +20,7 @@ from cudagen_data.dataset.store import DatasetFolder, RunState
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.publish.splits import assign_split
 
+
 def _h64(text: str) -> str:
     return xxhash.xxh3_64_hexdigest(text.encode())
 
@@ -76,7 +77,9 @@ def _cuda(name: str, key: str, wop: str, const: float, backward: bool, func: boo
         + (f"    var_4 = f_{name}_0(var_3);\n" if func else f"    var_4 = {wop}(var_3, var_2);\n")
     )
     if backward:
-        adj = f"adj_f_{name}_0(var_3, adj_3, adj_4)" if func else f"wp::adj_{wop[4:]}(var_3, var_2, adj_3, adj_2, adj_4)"
+        adj = (
+            f"adj_f_{name}_0(var_3, adj_3, adj_4)" if func else f"wp::adj_{wop[4:]}(var_3, var_2, adj_3, adj_2, adj_4)"
+        )
         body += (
             "    //---------\n    // reverse\n"
             "    wp::adj_array_store(var_out, var_0, var_4, adj_out, adj_0, adj_4);\n"
@@ -102,7 +105,10 @@ def _test_vectors(n: int, rng: random.Random) -> str:
         {
             "launch_dim": [n],
             "block_dim": None,
-            "inputs": {"a": {"dtype": "float32", "shape": [n], "data": a}, "out": {"dtype": "float32", "shape": [n], "data": [0.0] * n}},
+            "inputs": {
+                "a": {"dtype": "float32", "shape": [n], "data": a},
+                "out": {"dtype": "float32", "shape": [n], "data": [0.0] * n},
+            },
             "outputs": {"out": {"dtype": "float32", "shape": [n], "data": [x * 2.0 for x in a]}},
             "output_grads": {"out": {"dtype": "float32", "shape": [n], "data": [1.0] * n}},
             "input_grads": {"a": {"dtype": "float32", "shape": [n], "data": [2.0] * n}},
@@ -120,7 +126,9 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
     name = f"k_{category}_{index}"
     source = _python_source(name, op, const, func)
     if not with_backward:  # a forward-only row says so in its source, the Warp way
-        source = source.replace("import warp as wp\n", 'import warp as wp\n\nwp.set_module_options({"enable_backward": False})\n', 1)
+        source = source.replace(
+            "import warp as wp\n", 'import warp as wp\n\nwp.set_module_options({"enable_backward": False})\n', 1
+        )
     key = xxhash.xxh32_hexdigest(source.encode())
     forward = _cuda(name, key, wop, const, backward=False, func=func)
     backward = _cuda(name, key, wop, const, backward=True, func=func) if with_backward else ""
@@ -152,7 +160,14 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
         "arg_specs": orjson.dumps(
             [
                 {"name": "a", "kind": "array", "dtype": "float32", "shape": [n], "role": "in", "domain": [-1.0, 1.0]},
-                {"name": "out", "kind": "array", "dtype": "float32", "shape": [n], "role": "out", "domain": [-1.0, 1.0]},
+                {
+                    "name": "out",
+                    "kind": "array",
+                    "dtype": "float32",
+                    "shape": [n],
+                    "role": "out",
+                    "domain": [-1.0, 1.0],
+                },
             ]
         ).decode(),
         "launch_dim": [n],
@@ -161,13 +176,25 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
         "python_hash": python_hash,
         "shape_hash": shape_hash or _h64(f"shape-{template}-{index % 23}"),
         "cuda_hash": _h64(forward + backward),
-        "compile": {"arch": ARCH, "level": "frontend", "nvrtc_version": "13.4.92", "status": "ok", "time_ms": round(rng.uniform(15, 40), 3)},
+        "compile": {
+            "arch": ARCH,
+            "level": "frontend",
+            "nvrtc_version": "13.4.92",
+            "status": "ok",
+            "time_ms": round(rng.uniform(15, 40), 3),
+        },
         "warp_version": WARP_VERSION,
         "generator_version": GENERATOR_VERSION,
         "gradient_check": (
             {"status": "verified", "reason": "", "precision": "float64", "probes": 4, "worst_rel_error": 1e-10}
-            if with_backward else
-            {"status": "forward_only", "reason": "declared forward-only (enable_backward=False)", "precision": "", "probes": 0, "worst_rel_error": 0.0}
+            if with_backward
+            else {
+                "status": "forward_only",
+                "reason": "declared forward-only (enable_backward=False)",
+                "precision": "",
+                "probes": 0,
+                "worst_rel_error": 0.0,
+            }
         ),
     }
 
@@ -176,14 +203,24 @@ def make_rows(count: int, seed: int = 7) -> list[dict]:
     return [make_row(i, seed=seed, with_backward=(i % 11 != 5)) for i in range(count)]
 
 
-def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: int = 40, command: str | None = None) -> dict:
+def write_folder(
+    folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: int = 40, command: str | None = None
+) -> dict:
     """Write ``rows`` as a dataset folder with the producer's own writer (DatasetFolder.commit,
     then dataset.finalize); return the manifest.  Splits come from
     ``assign_split(shape_hash, ratios)``; each split is sharded by ``shard_rows``."""
     folder = DatasetFolder(folder)
     folder.root.mkdir(parents=True, exist_ok=True)
     categories = tuple(sorted({r["category"] for r in rows}))
-    config = ProduceConfig(count=len(rows), categories=categories, seed=7, arch=ARCH, batch_size=50, split_ratios=tuple(ratios), shard_rows=shard_rows)
+    config = ProduceConfig(
+        count=len(rows),
+        categories=categories,
+        seed=7,
+        arch=ARCH,
+        batch_size=50,
+        split_ratios=tuple(ratios),
+        shard_rows=shard_rows,
+    )
     stats = RunStats.new(categories, SPLITS)
     by_split = {s: [] for s in SPLITS}
     path = ("generate", "extract", "compile", "execute")
@@ -192,12 +229,28 @@ def write_folder(folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: i
         by_split[split].append(r)
         stats.count_slot(r["category"], path, None)
         stats.stages["dedup"].keep()
-        stats.count_row(r["category"], r["difficulty"], split, r["metadata"]["forward_lines"], r["metadata"]["backward_lines"],
-                        r["gradient_check"]["status"])
-    rejected = Reject(len(rows), categories[0], len(rows), "k_bad", RejectReason.COMPILE_ERROR, "error: identifier undefined", "error: identifier undefined")
+        stats.count_row(
+            r["category"],
+            r["difficulty"],
+            split,
+            r["metadata"]["forward_lines"],
+            r["metadata"]["backward_lines"],
+            r["gradient_check"]["status"],
+        )
+    rejected = Reject(
+        len(rows),
+        categories[0],
+        len(rows),
+        "k_bad",
+        RejectReason.COMPILE_ERROR,
+        "error: identifier undefined",
+        "error: identifier undefined",
+    )
     stats.count_slot(rejected.category, path, rejected.reason)
     stats.elapsed_seconds = 12.5
-    state = RunState(fingerprint="fixtures_rows", tally=stats.to_json(), preambles={PREAMBLE_HASH: PREAMBLE}, shard_rows=shard_rows)
+    state = RunState(
+        fingerprint="fixtures_rows", tally=stats.to_json(), preambles={PREAMBLE_HASH: PREAMBLE}, shard_rows=shard_rows
+    )
     folder.start(state)
     folder.commit(state, by_split, [rejected])
     finalize(folder, config, state, command=command or f"cudagen produce --count {len(rows)} --seed 7")

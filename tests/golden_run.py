@@ -24,7 +24,23 @@ import orjson
 import xxhash
 
 GOLDEN = Path(__file__).parent / "golden" / "golden.json"
-CATEGORIES = ("arithmetic", "vector", "matrix", "control_flow", "math", "atomic", "reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")
+CATEGORIES = (
+    "arithmetic",
+    "vector",
+    "matrix",
+    "control_flow",
+    "math",
+    "atomic",
+    "reduction",
+    "scan",
+    "stencil",
+    "gemm",
+    "softmax",
+    "norm",
+    "linear_act",
+    "attention",
+    "moe_routing",
+)
 CONFIG = dict(count=30, categories=CATEGORIES, seed=0, batch_size=16)
 # A second, tiny run through a worker process in which slot 2 crashes the worker: it pins
 # the crash isolation (bisection down to the slot) and a reject line in rejects.jsonl.
@@ -70,7 +86,9 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         table = pq.read_table(path)
         rows = b"".join(orjson.dumps(_strip_row(r)) + b"\n" for r in table.to_pylist())
         meta = pq.ParquetFile(path).metadata
-        out[f"data/{path.name}"] = str(table.schema).encode() + b"\n" + f"row_groups={meta.num_row_groups}\n".encode() + rows
+        out[f"data/{path.name}"] = (
+            str(table.schema).encode() + b"\n" + f"row_groups={meta.num_row_groups}\n".encode() + rows
+        )
     card = (folder / "README.md").read_text()
     card = re.sub(r"\| generation time \| [^|]* \|", "| generation time | T |", card)
     card = re.sub(r"\| throughput \| [^|]* \|", "| throughput | T |", card)

@@ -8,13 +8,13 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 
 from __future__ import annotations
 
-from cudagen_data.extract import extract_source
-from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.canonical import text_hash
+from cudagen_data.execution import execute_specs, test_vectors
+from cudagen_data.extract import extract_source
+from cudagen_data.gradcheck import check_gradients
+from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.pipeline.work import build_row
 from cudagen_data.spec import ArgSpec, KernelSpec
-from cudagen_data.execution import execute_specs, test_vectors
-from cudagen_data.gradcheck import check_gradients
 
 
 def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
@@ -23,7 +23,7 @@ def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
 
 KERNELS: dict[str, tuple[str, tuple[ArgSpec, ...], tuple[int, ...], int | None]] = {
     "chain": (
-        '''import warp as wp
+        """import warp as wp
 
 SCALE = wp.constant(1.5)
 
@@ -35,13 +35,17 @@ def bump(v: float):
 def chain(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = bump(x[i] * s) * SCALE + wp.tanh(x[i]) - 0.25
-''',
-        (_arr("x", "float32", (64,), domain=(-2.0, 2.0)), ArgSpec("s", "scalar", "float32", domain=(0.5, 1.5)), _arr("y", "float32", (64,), "out")),
+""",
+        (
+            _arr("x", "float32", (64,), domain=(-2.0, 2.0)),
+            ArgSpec("s", "scalar", "float32", domain=(0.5, 1.5)),
+            _arr("y", "float32", (64,), "out"),
+        ),
         (64,),
         None,
     ),
     "geometry": (
-        '''import warp as wp
+        """import warp as wp
 
 @wp.kernel
 def geometry(v: wp.array(dtype=wp.vec3), a: wp.array(dtype=wp.float32), m: wp.array(dtype=wp.mat33), q_out: wp.array(dtype=wp.quat), out: wp.array(dtype=wp.vec3)):
@@ -50,13 +54,19 @@ def geometry(v: wp.array(dtype=wp.vec3), a: wp.array(dtype=wp.float32), m: wp.ar
     q = wp.quat_from_axis_angle(axis, a[i])
     q_out[i] = q
     out[i] = wp.quat_rotate(q, v[i]) + m[i] * v[i] * 0.5
-''',
-        (_arr("v", "vec3", (16,)), _arr("a", "float32", (16,), domain=(-3.0, 3.0)), _arr("m", "mat33", (16,)), _arr("q_out", "quat", (16,), "out"), _arr("out", "vec3", (16,), "out")),
+""",
+        (
+            _arr("v", "vec3", (16,)),
+            _arr("a", "float32", (16,), domain=(-3.0, 3.0)),
+            _arr("m", "mat33", (16,)),
+            _arr("q_out", "quat", (16,), "out"),
+            _arr("out", "vec3", (16,), "out"),
+        ),
         (16,),
         None,
     ),
     "argmax": (
-        '''import warp as wp
+        """import warp as wp
 
 @wp.kernel
 def argmax_rows(x: wp.array2d(dtype=float), idx: wp.array(dtype=int), best: wp.array(dtype=float)):
@@ -69,25 +79,25 @@ def argmax_rows(x: wp.array2d(dtype=float), idx: wp.array(dtype=int), best: wp.a
             k = j
     idx[r] = k
     best[r] = b * 2.0
-''',
+""",
         (_arr("x", "float32", (6, 8)), _arr("idx", "int32", (6,), "out"), _arr("best", "float32", (6,), "out")),
         (6,),
         None,
     ),
     "atomic": (
-        '''import warp as wp
+        """import warp as wp
 
 @wp.kernel
 def atomic_sum(x: wp.array2d(dtype=float), out: wp.array(dtype=float)):
     r, c = wp.tid()
     wp.atomic_add(out, r, x[r, c] * x[r, c] + 0.1)
-''',
+""",
         (_arr("x", "float32", (8, 32), domain=(-2.0, 2.0)), _arr("out", "float32", (8,), "out")),
         (8, 32),
         None,
     ),
     "tile": (
-        '''import warp as wp
+        """import warp as wp
 
 TILE = wp.constant(64)
 
@@ -97,31 +107,31 @@ def tile_sum(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
     t = wp.tile_load(x, shape=TILE, offset=i * TILE)
     s = wp.tile_sum(t)
     wp.tile_atomic_add(total, s)
-''',
+""",
         (_arr("x", "float32", (256,)), _arr("total", "float32", (1,), "out")),
         (4,),
         32,
     ),
     "float64": (
-        '''import warp as wp
+        """import warp as wp
 
 @wp.kernel
 def f64_kernel(x: wp.array(dtype=wp.float64), y: wp.array(dtype=wp.float64)):
     i = wp.tid()
     y[i] = wp.exp(x[i]) * wp.float64(0.5) + wp.cos(x[i])
-''',
+""",
         (_arr("x", "float64", (32,)), _arr("y", "float64", (32,), "out")),
         (32,),
         None,
     ),
     "float16": (
-        '''import warp as wp
+        """import warp as wp
 
 @wp.kernel
 def half_kernel(x: wp.array(dtype=wp.float16), y: wp.array(dtype=wp.float16)):
     i = wp.tid()
     y[i] = x[i] * wp.float16(1.5) + wp.float16(0.25)
-''',
+""",
         (_arr("x", "float16", (32,)), _arr("y", "float16", (32,), "out")),
         (32,),
         None,
@@ -129,7 +139,7 @@ def half_kernel(x: wp.array(dtype=wp.float16), y: wp.array(dtype=wp.float16)):
     # not differentiable by nature (a max accumulator, integer counts): a forward-only row,
     # no cuda_backward
     "forward_only": (
-        '''import warp as wp
+        """import warp as wp
 
 wp.set_module_options({"enable_backward": False})
 
@@ -138,8 +148,12 @@ def peak_and_bins(x: wp.array(dtype=float), peak: wp.array(dtype=float), bins: w
     i = wp.tid()
     wp.atomic_max(peak, 0, x[i] * 2.0)
     wp.atomic_add(bins, int(wp.floor((x[i] + 1.0) * 2.0)), 1)
-''',
-        (_arr("x", "float32", (32,), domain=(-1.0, 0.99)), _arr("peak", "float32", (1,), "inout", (-5.0, -5.0)), _arr("bins", "int32", (4,), "out")),
+""",
+        (
+            _arr("x", "float32", (32,), domain=(-1.0, 0.99)),
+            _arr("peak", "float32", (1,), "inout", (-5.0, -5.0)),
+            _arr("bins", "int32", (4,), "out"),
+        ),
         (32,),
         None,
     ),
@@ -161,10 +175,24 @@ def make_rows(names: list[str]) -> list[dict]:
     runs = execute_specs(specs, reference_checks={})
     checks = check_gradients(specs, runs)
     rows = []
-    for spec, run, check in zip(specs, runs, checks):
+    for spec, run, check in zip(specs, runs, checks, strict=False):
         assert run.ok, f"{spec.kernel_name}: {run.reason} {run.detail}"
         kernel = extract_source(spec.python_source, block_dim=spec.block_dim or 256, arch=config.arch).kernels[0]
-        rows.append(build_row(config, 0, spec, kernel, text_hash(kernel.preamble), test_vectors(spec, run), "ok", 0.0, 0.0, versions()["warp"], check).to_dict())
+        rows.append(
+            build_row(
+                config,
+                0,
+                spec,
+                kernel,
+                text_hash(kernel.preamble),
+                test_vectors(spec, run),
+                "ok",
+                0.0,
+                0.0,
+                versions()["warp"],
+                check,
+            ).to_dict()
+        )
     return rows
 
 

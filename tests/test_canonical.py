@@ -27,7 +27,7 @@ def apply_limit(values: wp.array(dtype=float), gain: float, out: wp.array(dtype=
 '''
 
 # the same kernel: other names, other formatting, other comments and docstrings
-RENAMED = '''import warp as wp
+RENAMED = """import warp as wp
 
 @wp.func
 def squash(a: float, b: float) -> float:
@@ -41,7 +41,7 @@ def run(src: wp.array(dtype=float), g: float, dst: wp.array(dtype=float)):
     for n in range(3):
         y = squash(y, g) + float(n)
     dst[t] = y
-'''
+"""
 
 
 def test_identifiers_are_renamed_in_order_of_first_appearance():
@@ -97,7 +97,7 @@ def test_shape_folds_every_numeric_literal_into_one_token_but_not_bools_or_strin
 
 
 def test_struct_and_field_names_are_renamed_but_vector_components_are_not():
-    src = '''import warp as wp
+    src = """import warp as wp
 
 
 @wp.struct
@@ -113,7 +113,7 @@ def k(xs: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
     p.pos = xs[i]
     p.mass = 2.0
     out[i] = p.pos.x * p.mass + xs[i].y + float(xs.shape[0])
-'''
+"""
     text = canonical_python(src)
     assert "class v0:" in text
     assert "v1: wp.vec3" in text and "v2: float" in text
@@ -124,7 +124,7 @@ def k(xs: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
 
 
 def test_keywords_of_library_calls_are_kept_and_of_own_functions_renamed():
-    src = '''import warp as wp
+    src = """import warp as wp
 
 
 @wp.func
@@ -137,7 +137,7 @@ def k(n: wp.array(dtype=float)):
     i = wp.tid()
     m = wp.identity(n=3, dtype=float)
     n[i] = scale(n[i], factor=m[0, 0])
-'''
+"""
     text = canonical_python(src)
     assert "wp.identity(n=3, dtype=float)" in text  # not renamed although the kernel has an ``n``
     assert "v0(v4[v5], v2=v6[0, 0])" in text

@@ -34,10 +34,16 @@ def _rows(out):
 
 def test_level_is_recorded_in_rows_and_manifest(frontend_run):
     rows = _rows(frontend_run)
-    assert rows and all(r["compile"]["level"] == "frontend" and r["compile"]["nvrtc_version"] == "13.4.92" for r in rows)
+    assert rows and all(
+        r["compile"]["level"] == "frontend" and r["compile"]["nvrtc_version"] == "13.4.92" for r in rows
+    )
     manifest = orjson.loads((frontend_run / "manifest.json").read_bytes())
     compiler = manifest["compiler"]
-    assert compiler["level"] == "frontend" and compiler["nvrtc_version"] == "13.4.92" and compiler["nvrtc_from"] == "nvidia-cuda-nvrtc"
+    assert (
+        compiler["level"] == "frontend"
+        and compiler["nvrtc_version"] == "13.4.92"
+        and compiler["nvrtc_from"] == "nvidia-cuda-nvrtc"
+    )
     assert "--fdevice-syntax-only" in compiler["options"] and "--include-path=<warp>/native" in compiler["options"]
     assert "/" + "site-packages" not in (frontend_run / "manifest.json").read_text()
     assert manifest["config"]["compile_level"] == "frontend" and "--compile" not in manifest["command"]
@@ -48,7 +54,12 @@ def test_a_folder_refuses_to_resume_at_the_other_level(frontend_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(frontend_run, copy)
     with pytest.raises(ProduceError, match="compile=frontend.*compile=ptx"):
-        produce(ProduceConfig(count=6, categories=CATS, seed=5, batch_size=6, compile_level="ptx"), copy, workers=0, progress=False)
+        produce(
+            ProduceConfig(count=6, categories=CATS, seed=5, batch_size=6, compile_level="ptx"),
+            copy,
+            workers=0,
+            progress=False,
+        )
 
 
 def _validate_file(path, workers=0) -> ValidationReport:
@@ -104,7 +115,9 @@ def test_validate_workers_on_the_command_line(frontend_run):
 
 def test_bad_level_is_a_one_line_error(tmp_path):
     res = cli("produce", "--compile", "fast", "--output", str(tmp_path / "x"), "--no-progress")
-    assert res.returncode == 2 and "--compile 'fast': use frontend or ptx" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2 and "--compile 'fast': use frontend or ptx" in res.stderr and "Traceback" not in res.stderr
+    )
 
 
 def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
@@ -114,12 +127,38 @@ def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
         "from cudagen_data.cli import app; sys.argv = ['cudagen', *sys.argv[1:]]; app()"
     )
     out = tmp_path / "x"
-    res = subprocess.run([sys.executable, "-c", code, "produce", "--count", "3", "--output", str(out), "--no-progress"], capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code, "produce", "--count", "3", "--output", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines() == ["error: the front-end compile check needs NVIDIA's NVRTC 13.4.92, the one Warp bundles: pip install nvidia-cuda-nvrtc==13.4.92 (found 13.5.37)"]
+    assert res.stderr.strip().splitlines() == [
+        "error: the front-end compile check needs NVIDIA's NVRTC 13.4.92, the one Warp bundles: pip install nvidia-cuda-nvrtc==13.4.92 (found 13.5.37)"
+    ]
     assert not out.exists()
     # --compile ptx does not need it
-    res = subprocess.run([sys.executable, "-c", code, "produce", "--count", "3", "--categories", "arithmetic", "--compile", "ptx", "--workers", "0", "--output", str(out), "--no-progress"], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "produce",
+            "--count",
+            "3",
+            "--categories",
+            "arithmetic",
+            "--compile",
+            "ptx",
+            "--workers",
+            "0",
+            "--output",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -134,7 +173,11 @@ def test_first_batch_is_cut_fine_then_normal():
     scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
     scheduler.config, scheduler.parts = config, 1
     scheduler.executor = __import__("types").SimpleNamespace(workers=500)  # a window of 1,000 units
-    scheduler.units, scheduler.queued, scheduler.inflight = __import__("collections").deque(), __import__("collections").deque(), __import__("collections").Counter()
+    scheduler.units, scheduler.queued, scheduler.inflight = (
+        __import__("collections").deque(),
+        __import__("collections").deque(),
+        __import__("collections").Counter(),
+    )
     scheduler.next_batch = scheduler.first_batch = 3
     scheduler.max_batches = 5
     scheduler.accepted = lambda c: 0

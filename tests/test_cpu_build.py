@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudagen_data.generators import categories, generate
 from cudagen_data import execution as execute
+from cudagen_data.generators import categories, generate
 from cudagen_data.warp_boundary import modules
 
 
@@ -35,7 +35,7 @@ def test_extra_flags_reach_the_build_and_change_no_result(monkeypatch):
     seen.clear()
     without = _results(specs)
     assert seen and all("-disable-llvm-verifier" not in flags for flags in seen)
-    for spec, (out_a, grad_a), (out_b, grad_b) in zip(specs, with_flags, without):
+    for spec, (out_a, grad_a), (out_b, grad_b) in zip(specs, with_flags, without, strict=False):
         for a, b in ((out_a, out_b), (grad_a, grad_b)):
             assert a.keys() == b.keys()
             for name in a:
@@ -56,7 +56,7 @@ def test_optimization_level_0_records_what_warps_default_level_records(monkeypat
         runs = execute.execute_specs(specs)
         assert all(r.ok for r in runs), [(r.reason, r.detail) for r in runs if not r.ok]
         checks = gradcheck.check_gradients(specs, runs)
-        return [execute.test_vectors(s, r).to_json() for s, r in zip(specs, runs)], [c.to_row() for c in checks]
+        return [execute.test_vectors(s, r).to_json() for s, r in zip(specs, runs, strict=False)], [c.to_row() for c in checks]
 
     at_0 = record()
     monkeypatch.setattr(execute, "CPU_OPT_LEVEL", 2)

@@ -25,7 +25,9 @@ CATEGORIES = ("vector", "matrix", "atomic", "arithmetic", "math")
 SEED = 1  # its first batch holds kernels that call Warp's library functions (warp/_src/math.py)
 LIBRARY_COMMENT = re.compile(r"// \S*warp/_src/\w+\.py:\d+")
 # Values that measure time, wherever they occur (rows, stats, run state): zeroed before comparing.
-TIMING_KEYS = frozenset({"generation_time_ms", "time_ms", "generation_time_seconds", "pairs_per_second", "stage_seconds", "elapsed_seconds"})
+TIMING_KEYS = frozenset(
+    {"generation_time_ms", "time_ms", "generation_time_seconds", "pairs_per_second", "stage_seconds", "elapsed_seconds"}
+)
 CARD_TIMING_ROWS = ("| generation time |", "| throughput |")
 
 DRIVER = """
@@ -59,10 +61,17 @@ def make_environment(prefix: Path) -> Path:
     site = prefix / "lib" / "site-packages"
     site.mkdir(parents=True)
     warp_dir = Path(warp.__file__).parent
-    shutil.copytree(warp_dir, site / "warp", copy_function=_link_or_copy, ignore=shutil.ignore_patterns("tests", "examples", "__pycache__"))
+    shutil.copytree(
+        warp_dir,
+        site / "warp",
+        copy_function=_link_or_copy,
+        ignore=shutil.ignore_patterns("tests", "examples", "__pycache__"),
+    )
     for info in warp_dir.parent.glob("warp_lang-*.dist-info"):
         shutil.copytree(info, site / info.name)
-    shutil.copytree(Path(cudagen_data.__file__).parent, site / "cudagen_data", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(cudagen_data.__file__).parent, site / "cudagen_data", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("home", "tmp", "work"):
         (prefix / name).mkdir()
     return site

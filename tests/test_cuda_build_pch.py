@@ -13,14 +13,14 @@ from pathlib import Path
 
 from cudagen_data import warp_boundary
 
-SOURCE = '''
+SOURCE = """
 import warp as wp
 
 @wp.kernel
 def scale(x: wp.array(dtype=wp.float32), y: wp.array(dtype=wp.float32)):
     i = wp.tid()
     y[i] = 2.0 * wp.sin(x[i])
-'''
+"""
 
 
 def _our_pch_files() -> set[Path]:

@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 from gradcheck_kernels import BAD, GOOD, KINKS, arr, scalar
 
+from cudagen_data.execution import forward_only_reason
 from cudagen_data.extract import extract_kernels
 from cudagen_data.generators import categories, generate
 from cudagen_data.generators.differentiable import adjoint_hazard, declare_forward_only, forward_only_cause
-from cudagen_data.execution import forward_only_reason
 
 FORWARD_ONLY = {"tile_scan", "frac", "atomic_min_inout"}  # not differentiable by Warp at all
 # Left to the gradient check: often used where no gradient flows through them (the max
@@ -37,7 +37,7 @@ def test_correct_kernels_are_not_flagged(name):
 
 
 def test_selection_and_integer_loops_are_not_hazards():
-    src = '''import warp as wp
+    src = """import warp as wp
 
 @wp.kernel
 def pick(x: wp.array2d(dtype=float), n: int, idx: wp.array(dtype=int), y: wp.array(dtype=float)):
@@ -50,7 +50,7 @@ def pick(x: wp.array2d(dtype=float), n: int, idx: wp.array(dtype=int), y: wp.arr
             best_j = j
     idx[i] = best_j
     y[i] = wp.sin(x[i, best_j])
-'''
+"""
     args = (arr("x", (4, 8)), scalar("n", "int32", 8), arr("idx", (4,), "out", dtype="int32"), arr("y", (4,), "out"))
     spec = dataclasses.replace(GOOD["static_loop"], python_source=src, kernel_name="pick", args=args)
     assert adjoint_hazard(spec) is None
@@ -69,11 +69,14 @@ def test_generated_kernels_declare_what_they_are():
     for cat in categories():
         for i in range(3):
             spec = generate(cat, 3, i)
-            assert bool(forward_only_cause(spec)) == bool(forward_only_reason(spec.python_source)) or "while" in spec.python_source
+            assert (
+                bool(forward_only_cause(spec)) == bool(forward_only_reason(spec.python_source))
+                or "while" in spec.python_source
+            )
 
 
 def test_tile_matmul_accumulator_is_a_carried_value():
-    head = '''import warp as wp
+    head = """import warp as wp
 
 TM = wp.constant(4)
 
@@ -83,7 +86,7 @@ def mm(a: wp.array2d(dtype=float), b: wp.array2d(dtype=float), y: wp.array2d(dty
     acc = wp.tile_zeros(shape=(TM, TM), dtype=float)
     for kk in range(8 // TM):
         wp.tile_matmul(wp.tile_load(a, shape=(TM, TM), offset=(bi * TM, kk * TM)), wp.tile_load(b, shape=(TM, TM), offset=(kk * TM, bj * TM)), acc)
-'''
+"""
     args = (arr("a", (8, 8)), arr("b", (8, 8)), arr("y", (8, 8), "out"))
     linear = head + "    wp.tile_store(y, acc, offset=(bi * TM, bj * TM))\n"
     nonlinear = head + "    acc = wp.tile_map(wp.sin, acc)\n    wp.tile_store(y, acc, offset=(bi * TM, bj * TM))\n"
@@ -95,7 +98,7 @@ def mm(a: wp.array2d(dtype=float), b: wp.array2d(dtype=float), y: wp.array2d(dty
 def test_values_that_only_decide_comparisons_carry_no_gradient():
     """A running best of an argmax copied into a threshold: selection only, not a hazard;
     the same value feeding an output is one."""
-    body = '''import warp as wp
+    body = """import warp as wp
 
 @wp.kernel
 def sel(x: wp.array2d(dtype=float), n: int, idx: wp.array2d(dtype=int), y: wp.array(dtype=float)):
@@ -112,7 +115,7 @@ def sel(x: wp.array2d(dtype=float), n: int, idx: wp.array2d(dtype=int), y: wp.ar
         idx[i, r] = bi
         bound = best
     y[i] = wp.sin(x[i, idx[i, 0]])
-'''
+"""
     args = (arr("x", (4, 8)), scalar("n", "int32", 8), arr("idx", (4, 2), "out", dtype="int32"), arr("y", (4,), "out"))
     spec = dataclasses.replace(GOOD["static_loop"], python_source=body, kernel_name="sel", args=args)
     assert adjoint_hazard(spec) is None

@@ -11,20 +11,28 @@ import kernel_rows
 import numpy as np
 import orjson
 import pytest
+from fixtures_rows import write_folder
 from typer.testing import CliRunner
 
 from cudagen_data.cli import app
 from cudagen_data.eval import Candidate, Scorer, make_mutants, pass_at_k
 from cudagen_data.eval.compile import Unit, batch_text, compile_many, front_end_compiler
 from cudagen_data.eval.cuda_parse import ParseError, tokenize
-from cudagen_data.eval.reference import compute_reference
 from cudagen_data.eval.equivalence import mutant_verdict, verdicts, widened_launch
 from cudagen_data.eval.mutants import Mutant, operator_swapped, stored_value_vars
-from cudagen_data.eval.run import GUARD_FILLS, Measured, guard_value, guards_intact, judge_kernel, judge_set, run_guarded
+from cudagen_data.eval.reference import compute_reference
+from cudagen_data.eval.run import (
+    GUARD_FILLS,
+    Measured,
+    guard_value,
+    guards_intact,
+    judge_kernel,
+    judge_set,
+    run_guarded,
+)
 from cudagen_data.eval.structure import StructureError, check_candidate, kernel_shape
 from cudagen_data.execution import CPU_OPT_LEVEL
 from cudagen_data.warp_boundary import batch_module, build_module
-from fixtures_rows import write_folder
 
 KERNELS = ["chain", "atomic", "argmax"]
 
@@ -56,7 +64,7 @@ def scorer():
 
 
 def test_tokens_ignore_comments_and_strings():
-    toks = tokenize('a /* clock64() */ b // __global__ x\n "clock64()" \'c\'')
+    toks = tokenize("a /* clock64() */ b // __global__ x\n \"clock64()\" 'c'")
     assert [t.text for t in toks] == ["a", "b", '"clock64()"', "'c'"]
     with pytest.raises(ParseError, match="unterminated comment"):
         tokenize("a /* b")
@@ -75,12 +83,20 @@ def test_the_rows_own_cuda_passes_structure(rows):
     [
         (lambda f: "__device__ float cache[4];\n" + f, "only function definitions"),
         (lambda f: "__constant__ float k[2] = {1, 2};\n" + f, "outlives a launch"),
-        (lambda f: "static __device__ float g(float x) { static float s = 0; s += x; return s; }\n" + f, "static local"),
+        (
+            lambda f: "static __device__ float g(float x) { static float s = 0; s += x; return s; }\n" + f,
+            "static local",
+        ),
         (lambda f: "float host_helper(float x) { return x; }\n" + f, "host code"),
         (lambda f: "__host__ float h(float x) { return x; }\n" + f, "__host__ function"),
         (lambda f: f.replace("{", "{ long long t = clock64();", 1), "clock or timer"),
-        (lambda f: f.replace("{", "{ unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));", 1), "inline assembly"),
-        (lambda f: f.replace("{", "{ const char* s = \"%globaltimer\";", 1), "timer register"),
+        (
+            lambda f: f.replace(
+                "{", '{ unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));', 1
+            ),
+            "inline assembly",
+        ),
+        (lambda f: f.replace("{", '{ const char* s = "%globaltimer";', 1), "timer register"),
         (lambda f: f.replace("{", "{ float* p = (float*)malloc(4);", 1), "device heap"),
         (lambda f: "#include <cstdio>\n" + f, "preprocessor"),
         (lambda f: f.replace("{", "{ cudaDeviceSynchronize();", 1), "host code"),
@@ -131,7 +147,9 @@ def test_batched_front_end_agrees_with_single_units(rows, dataset):
         assert batched[i].ok == ok
         if not ok:
             first_error = [ln for ln in log.splitlines() if ": error" in ln][0]
-            assert [ln for ln in batched[i].log.splitlines() if ": error" in ln][0] == first_error  # same error, same line
+            assert [ln for ln in batched[i].log.splitlines() if ": error" in ln][
+                0
+            ] == first_error  # same error, same line
 
 
 def test_batch_line_ranges_cover_each_candidate(rows, dataset):
@@ -140,7 +158,7 @@ def test_batch_line_ranges_cover_each_candidate(rows, dataset):
     units = [Unit(pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], 86) for r in rows]
     text, ranges = batch_text(units)
     lines = text.split("\n")
-    for u, (lo, hi) in zip(units, ranges):
+    for u, (lo, hi) in zip(units, ranges, strict=False):
         assert "\n".join(lines[lo - 1 : hi]).replace('extern "C" ', "") == u.body().replace('extern "C" ', "")
 
 
@@ -158,7 +176,7 @@ def test_every_mutant_fails_at_its_stage_and_the_rows_own_cuda_passes(rows, data
     assert {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel", "stale_global",
             "memorized_outputs", "timer_read", "undefined_call"} <= kinds  # fmt: skip
     scores = scorer.score_many(pairs, preambles)
-    assert [(k, s.reached) for (k, _), s in zip(expected, scores)] == expected
+    assert [(k, s.reached) for (k, _), s in zip(expected, scores, strict=False)] == expected
     original = scores[0]
     assert original.reward == 0.3 and not original.complete
     assert original.stage("run").ok is None and "no GPU" in original.stage("run").detail
@@ -167,8 +185,13 @@ def test_every_mutant_fails_at_its_stage_and_the_rows_own_cuda_passes(rows, data
 def test_full_compile_on_the_cpu(rows, dataset):
     _, preambles = dataset
     with Scorer("cpu", full_compile=True, seed=1) as s:
-        bad = next(m for m in make_mutants(rows[0]) if m.kind == "writes_zeros").forward.replace("decltype", "decltypo", 1)
-        good, broken = s.score_many([(rows[0], Candidate(rows[0]["id"], rows[0]["cuda_forward"])), (rows[0], Candidate(rows[0]["id"], bad))], preambles)
+        bad = next(m for m in make_mutants(rows[0]) if m.kind == "writes_zeros").forward.replace(
+            "decltype", "decltypo", 1
+        )
+        good, broken = s.score_many(
+            [(rows[0], Candidate(rows[0]["id"], rows[0]["cuda_forward"])), (rows[0], Candidate(rows[0]["id"], bad))],
+            preambles,
+        )
     assert good.stage("compile").ok and good.reached == "compile"
     assert broken.failed.name == "compile" and "error" in broken.failed.detail
 
@@ -186,11 +209,19 @@ def test_a_backward_for_a_row_without_one_fails_structure(rows, scorer, dataset)
 def _judge_python(ref, source: str, outputs_only: bool = False) -> list[str]:
     """Run a Python kernel (a stand-in for a candidate) through the run stage's launch and judge."""
     spec = dataclasses.replace(ref.spec, python_source=source)
-    with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+    with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
+        module,
+        kernels,
+        errors,
+    ):
         assert kernels[0] is not None, errors
         assert build_module(module, "cpu") is None
         if outputs_only:  # every set's outputs (a stand-in whose own backward would differ)
-            return [f for s in ref.sets for f in judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, {}, False), outputs_only=True)]
+            return [
+                f
+                for s in ref.sets
+                for f in judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, {}, False), outputs_only=True)
+            ]
         return judge_kernel(ref, kernels[0], "cpu", True, spec=spec)
 
 
@@ -224,7 +255,9 @@ def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_referen
 
 def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_reference, rows):
     recorded = orjson.loads(rows[0]["test_vectors"])["outputs"]["y"]["data"]
-    body = "".join(f"    if i == {k}:\n        y[i] = wp.float32({float(np.float32(v))!r})\n" for k, v in enumerate(recorded))
+    body = "".join(
+        f"    if i == {k}:\n        y[i] = wp.float32({float(np.float32(v))!r})\n" for k, v in enumerate(recorded)
+    )
     src = chain_reference.spec.python_source
     failures = _judge_python(chain_reference, src[: src.index("    y[i] =")] + body, outputs_only=True)
     assert any(f.startswith("fresh inputs: output 'y'") for f in failures), failures
@@ -232,14 +265,18 @@ def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_refere
 
 
 def test_constant_output_never_passes_where_the_reference_varies(chain_reference):
-    s = dataclasses.replace(chain_reference.sets[0], cpu32={}, ref64={})  # fallback: 1% of each value + 0.1% of the largest
+    s = dataclasses.replace(
+        chain_reference.sets[0], cpu32={}, ref64={}
+    )  # fallback: 1% of each value + 0.1% of the largest
     varying = (1.0 + np.linspace(0.0, 1e-4, 64)).astype(np.float32)  # varies by far less than the tolerance
     s = dataclasses.replace(s, expected={"y": varying})
     assert judge_set(chain_reference, s, Measured({"y": varying.copy()})) == []
     failures = judge_set(chain_reference, s, Measured({"y": np.ones(64, np.float32)}))
     assert failures == ["recorded inputs: output 'y' is constant where the reference varies"]
     flat = dataclasses.replace(s, expected={"y": np.ones(64, np.float32)})
-    assert judge_set(chain_reference, flat, Measured({"y": np.ones(64, np.float32)})) == []  # constant where the reference is
+    assert (
+        judge_set(chain_reference, flat, Measured({"y": np.ones(64, np.float32)})) == []
+    )  # constant where the reference is
 
 
 def test_guard_cells_are_compared_bit_for_bit():
@@ -255,7 +292,7 @@ def test_guard_cells_are_compared_bit_for_bit():
         copied[0] = b  # a value copied from another array's guard
         assert not guards_intact(copied, 3, a)
     assert guard_value("float32", "low", 0) < -1e29 < 1e29 < guard_value("float32", "high", 0)
-    assert guard_value("int32", "low", 0) < -2**30 and guard_value("uint8", "high", 0) == 252
+    assert guard_value("int32", "low", 0) < -(2**30) and guard_value("uint8", "high", 0) == 252
     assert set(GUARD_FILLS) == {"nan", "low", "high"}
 
 
@@ -263,7 +300,9 @@ def test_a_read_past_the_end_is_caught_by_a_guard_fill(chain_reference):
     """A minimum that reads one past the end only changes where the guard holds a huge
     negative value (NaN loses every comparison): the "low" fill catches it."""
     src = chain_reference.spec.python_source
-    reads_past = src.replace("    y[i] =", "    if x[wp.min(i + 1, 64)] < -1.0e20:\n        y[i] = 0.0\n        return\n    y[i] =")
+    reads_past = src.replace(
+        "    y[i] =", "    if x[wp.min(i + 1, 64)] < -1.0e20:\n        y[i] = 0.0\n        return\n    y[i] ="
+    )
     assert reads_past != src
     failures = _judge_python(chain_reference, reads_past)
     assert failures and all(f.endswith("(guard cells: low)") for f in failures), failures
@@ -324,7 +363,14 @@ def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guard
     assert "wp::sub(" in by_kind["operator_swapped"].forward
     own_if = mutant_verdict(guarded_row, by_kind["bounds_check_dropped"], ref)  # its own `if i < n` stops them
     assert own_if.status == "equivalent", own_if
-    writes_zeros, dropped = verdicts([(guarded_row, by_kind["writes_zeros"]), (rows[0], next(m for m in make_mutants(rows[0]) if m.kind == "bounds_check_dropped"))], seed=5, workers=2)
+    writes_zeros, dropped = verdicts(
+        [
+            (guarded_row, by_kind["writes_zeros"]),
+            (rows[0], next(m for m in make_mutants(rows[0]) if m.kind == "bounds_check_dropped")),
+        ],
+        seed=5,
+        workers=2,
+    )
     assert writes_zeros.status == "observable" and dropped.status == "observable", (writes_zeros, dropped)
     assert "out of bounds" in dropped.detail
     no_cpu_counterpart = Mutant("timer_read", guarded_row["cuda_forward"] + "\n", "structure")
@@ -333,7 +379,11 @@ def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guard
 
 def test_widened_launch_covers_the_threads_past_the_end():
     assert widened_launch([48]) == (256,) and widened_launch([256]) == (256,) and widened_launch([300]) == (512,)
-    assert widened_launch([3, 16]) == (16, 16) and widened_launch([2, 3, 5]) == (18, 3, 5)  # 256 - 30 = 226 more threads: 16 more rows of 15
+    assert widened_launch([3, 16]) == (16, 16) and widened_launch([2, 3, 5]) == (
+        18,
+        3,
+        5,
+    )  # 256 - 30 = 226 more threads: 16 more rows of 15
 
 
 # --------------------------------------------------------------------------- metrics and the command
@@ -391,7 +441,7 @@ def _untimed(d):
         ([b"{not json"], [], "preds.jsonl:1: not a JSON line"),
         ([b'{"id": "nope", "cuda_forward": "x"}'], [], "preds.jsonl:1: id nope is not in the test split"),
         ([b'{"id": "X"}'], [], "missing or non-string 'cuda_forward'"),
-        ([b'[1, 2]'], [], "expected a JSON object"),
+        ([b"[1, 2]"], [], "expected a JSON object"),
         ([], ["--split", "train"], "--split train: "),
         ([], ["--device", "tpu"], "--device tpu: use cpu or cuda:N"),
     ],
@@ -449,7 +499,12 @@ def test_worker_pool_survives_a_crashing_row(rows):
     crashing = {**rows[1], "id": "crashing", "python_source": "import os\nos._exit(7)\n" + rows[1]["python_source"]}
     pool = WorkerPool("cpu", 1)
     try:
-        out = pool.run([Job(crashing, 1, [(0, rows[1]["cuda_forward"], None)]), Job(rows[0], 1, [(1, rows[0]["cuda_forward"], None)])])
+        out = pool.run(
+            [
+                Job(crashing, 1, [(0, rows[1]["cuda_forward"], None)]),
+                Job(rows[0], 1, [(1, rows[0]["cuda_forward"], None)]),
+            ]
+        )
     finally:
         pool.close()
     assert pool.restarts == 1
@@ -480,14 +535,18 @@ def _fake_compiler(calls):
         bad = [n for n, line in enumerate(text.split("\n"), 1) if "BAD" in line]
         if not bad:
             return True, ""
-        return False, "\n".join(f"cudagen.cu({n}): error: bad thing" if lines else "error: bad thing somewhere" for n in bad)
+        return False, "\n".join(
+            f"cudagen.cu({n}): error: bad thing" if lines else "error: bad thing somewhere" for n in bad
+        )
 
     return compiler
 
 
 @pytest.mark.parametrize("with_lines", [True, False])
 def test_compile_many_finds_the_failing_units(with_lines):
-    units = [Unit("// preamble\n", "", f"void k{i}() {{ {'BAD' if i in (3, 17, 18) else ''} }}\n", "", 86) for i in range(40)]
+    units = [
+        Unit("// preamble\n", "", f"void k{i}() {{ {'BAD' if i in (3, 17, 18) else ''} }}\n", "", 86) for i in range(40)
+    ]
     calls = []
     fake = _fake_compiler(calls)
     verdicts = compile_many(units, lambda t, a: fake(t, a, with_lines), batch=32, front_end=True)
@@ -513,7 +572,13 @@ def test_rows_sharing_an_id_keep_their_own_kernel_shapes():
     renamed_source = tile["python_source"].replace("t = ", "tt = ").replace("(t)", "(tt)").replace("total", "acc")
     assert canonical_hashes(renamed_source)[0] == tile["id"]
     k = extract_source(renamed_source, block_dim=tile["block_dim"], arch=tile["compile"]["arch"]).kernels[0]
-    twin = {**tile, "python_source": renamed_source, "cuda_forward": k.forward, "cuda_backward": k.backward, "device_functions": k.device_functions}
+    twin = {
+        **tile,
+        "python_source": renamed_source,
+        "cuda_forward": k.forward,
+        "cuda_backward": k.backward,
+        "device_functions": k.device_functions,
+    }
     assert kernel_shape(twin["cuda_forward"]).name != kernel_shape(tile["cuda_forward"]).name
     assert row_key(twin) != row_key(tile)
     pairs = [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in (tile, twin, tile)]
@@ -546,9 +611,15 @@ def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
     for row in rows:
         for m in make_mutants(row, rows):
             pairs.append((row, Candidate(row["id"], m.forward)))
-            expected.append((row["kernel_name"], m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage]))
-    assert ("peak_and_bins", "writes_zeros", "compile") in expected and ("tile_sum", "writes_zeros", "compile") in expected
+            expected.append(
+                (row["kernel_name"], m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage])
+            )
+    assert ("peak_and_bins", "writes_zeros", "compile") in expected and (
+        "tile_sum",
+        "writes_zeros",
+        "compile",
+    ) in expected
     with Scorer("cpu", full_compile=True, seed=1) as s:
         scores = s.score_many(pairs)
-    got = [(name, kind, sc.reached) for (name, kind, _), sc in zip(expected, scores)]
-    assert got == expected, [(e, sc.failed) for e, g, sc in zip(expected, got, scores) if e != g]
+    got = [(name, kind, sc.reached) for (name, kind, _), sc in zip(expected, scores, strict=False)]
+    assert got == expected, [(e, sc.failed) for e, g, sc in zip(expected, got, scores, strict=False) if e != g]

@@ -13,7 +13,7 @@ import pytest
 from cudagen_data.extract import ExtractError, compile_units, extract_kernels, extract_source, nvrtc_compile
 
 FEATURES_SOURCE = textwrap.dedent(
-    '''
+    """
     import numpy as np
     import warp as wp
 
@@ -64,7 +64,7 @@ FEATURES_SOURCE = textwrap.dedent(
 
     if __name__ == "__main__":
         raise SystemExit("the main block must not run during extraction")
-    '''
+    """
 )
 
 
@@ -112,7 +112,13 @@ def test_nothing_of_the_machine_in_the_output(kernels, tmp_path):
     import socket
 
     text = "".join(k.translation_unit() for k in kernels.values())
-    for needle in (str(tmp_path.parent), os.path.expanduser("~"), socket.gethostname(), getpass.getuser() + "/", str(os.getpid())):
+    for needle in (
+        str(tmp_path.parent),
+        os.path.expanduser("~"),
+        socket.gethostname(),
+        getpass.getuser() + "/",
+        str(os.getpid()),
+    ):
         if len(needle) > 3:
             assert needle not in text
 
@@ -133,7 +139,9 @@ def test_loading_leaves_no_trace():
 def test_same_source_gives_same_cuda_regardless_of_history():
     first = extract_kernels(FEATURES_SOURCE)
     # defining other helpers in between must not shift Warp's function-name counters
-    extract_kernels("import warp as wp\n@wp.func\ndef kinetic(x: float):\n    return x\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    a[0] = kinetic(1.0)\n")
+    extract_kernels(
+        "import warp as wp\n@wp.func\ndef kinetic(x: float):\n    return x\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    a[0] = kinetic(1.0)\n"
+    )
     again = extract_kernels(FEATURES_SOURCE)
     assert first == again
 
@@ -149,8 +157,10 @@ print(xxhash.xxh3_128_hexdigest("".join(k.translation_unit() for k in extract_ke
 def test_byte_identical_across_processes():
     digests = set()
     for warm_up in ("", "import warp as wp\n@wp.func\ndef kinetic(x: float):\n    return x\n"):
-        script = ("from cudagen_data.extract import extract_source\nextract_source(%r)\n" % warm_up) + _DIGEST_SCRIPT
-        out = subprocess.run([sys.executable, "-c", script], input=FEATURES_SOURCE, capture_output=True, text=True, check=True)
+        script = (f"from cudagen_data.extract import extract_source\nextract_source({warm_up!r})\n") + _DIGEST_SCRIPT
+        out = subprocess.run(
+            [sys.executable, "-c", script], input=FEATURES_SOURCE, capture_output=True, text=True, check=True
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
 
@@ -190,7 +200,9 @@ def test_compile_success(kernels):
 
 
 def test_compile_failure_captures_nvrtc_log(kernels):
-    bad = dataclasses.replace(kernels["looped"], forward=kernels["looped"].forward.replace("{", "{ this_is_not_cuda;", 1))
+    bad = dataclasses.replace(
+        kernels["looped"], forward=kernels["looped"].forward.replace("{", "{ this_is_not_cuda;", 1)
+    )
     ok, log = nvrtc_compile(bad.translation_unit(), arch=86)
     assert not ok
     assert "this_is_not_cuda" in log and "error" in log
@@ -204,7 +216,9 @@ def test_bisection_isolates_one_bad_kernel_in_fifty():
     ]
     batch = [extract_kernels(s)[0] for s in srcs]
     bad_at = 37
-    batch[bad_at] = dataclasses.replace(batch[bad_at], forward=batch[bad_at].forward.replace("{", "{ int broken = ;", 1))
+    batch[bad_at] = dataclasses.replace(
+        batch[bad_at], forward=batch[bad_at].forward.replace("{", "{ int broken = ;", 1)
+    )
     results = compile_units(batch, arch=86)
     assert [i for i, r in enumerate(results) if not r.ok] == [bad_at]
     assert "expected an expression" in results[bad_at].log
@@ -239,13 +253,24 @@ def test_executed_and_extracted_modules_are_freed():
 
     from warp._src.context import Module
 
-    from cudagen_data.spec import ArgSpec, KernelSpec
     from cudagen_data.execution import execute_specs
+    from cudagen_data.spec import ArgSpec, KernelSpec
 
-    spec = KernelSpec("vector", "norms", NORM_SOURCE, (ArgSpec("v", "array", "vec3", (8,)), ArgSpec("out", "array", "float32", (8,), "out")), (8,), "basic")
+    spec = KernelSpec(
+        "vector",
+        "norms",
+        NORM_SOURCE,
+        (ArgSpec("v", "array", "vec3", (8,)), ArgSpec("out", "array", "float32", (8,), "out")),
+        (8,),
+        "basic",
+    )
     for _ in range(2):
         extract_source(spec.python_source)
         assert execute_specs([spec])[0].ok
     gc.collect()
-    alive = [o.name for o in gc.get_objects() if isinstance(o, Module) and o.name.startswith(("cudagen_src_", "cudagen_batch_"))]
+    alive = [
+        o.name
+        for o in gc.get_objects()
+        if isinstance(o, Module) and o.name.startswith(("cudagen_src_", "cudagen_batch_"))
+    ]
     assert alive == []

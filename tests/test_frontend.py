@@ -9,8 +9,7 @@ import os
 
 import pytest
 
-from cudagen_data.extract import extract_kernels, nvrtc_compile
-from cudagen_data.extract import frontend
+from cudagen_data.extract import extract_kernels, frontend, nvrtc_compile
 from cudagen_data.extract.frontend import NvrtcUnavailable, frontend_check, frontend_options, nvrtc_info
 
 SOURCE = """

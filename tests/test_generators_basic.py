@@ -25,16 +25,90 @@ SEEDS = (0, 1, 7)
 PER_SEED = 12  # kernels per (category, seed) for the structural checks
 REPO = Path(__file__).resolve().parents[1]
 
-SCALAR_MATH = {f"wp.{n}" for n in (
-    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log", "log2", "log10",
-    "sqrt", "cbrt", "pow", "floor", "ceil", "round", "rint", "trunc", "frac", "min", "max", "clamp", "smoothstep",
-    "lerp", "erf", "erfc", "erfinv", "erfcinv", "abs", "sign", "step", "copysign", "degrees", "radians", "nonzero")}
-VECTOR_OPS = {f"wp.{n}" for n in (
-    "dot", "cross", "length", "length_sq", "normalize", "cw_mul", "cw_div", "norm_l1", "norm_l2", "norm_huber",
-    "norm_pseudo_huber", "smooth_normalize", "quat_rotate", "quat_rotate_inv", "transform_point", "transform_vector")}
-MATRIX_OPS = {f"wp.{n}" for n in (
-    "transpose", "determinant", "inverse", "outer", "trace", "ddot", "diag", "get_diag", "identity", "skew", "mul",
-    "matrix_from_rows", "matrix_from_cols", "quat_to_matrix")}
+SCALAR_MATH = {
+    f"wp.{n}"
+    for n in (
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "sqrt",
+        "cbrt",
+        "pow",
+        "floor",
+        "ceil",
+        "round",
+        "rint",
+        "trunc",
+        "frac",
+        "min",
+        "max",
+        "clamp",
+        "smoothstep",
+        "lerp",
+        "erf",
+        "erfc",
+        "erfinv",
+        "erfcinv",
+        "abs",
+        "sign",
+        "step",
+        "copysign",
+        "degrees",
+        "radians",
+        "nonzero",
+    )
+}
+VECTOR_OPS = {
+    f"wp.{n}"
+    for n in (
+        "dot",
+        "cross",
+        "length",
+        "length_sq",
+        "normalize",
+        "cw_mul",
+        "cw_div",
+        "norm_l1",
+        "norm_l2",
+        "norm_huber",
+        "norm_pseudo_huber",
+        "smooth_normalize",
+        "quat_rotate",
+        "quat_rotate_inv",
+        "transform_point",
+        "transform_vector",
+    )
+}
+MATRIX_OPS = {
+    f"wp.{n}"
+    for n in (
+        "transpose",
+        "determinant",
+        "inverse",
+        "outer",
+        "trace",
+        "ddot",
+        "diag",
+        "get_diag",
+        "identity",
+        "skew",
+        "mul",
+        "matrix_from_rows",
+        "matrix_from_cols",
+        "quat_to_matrix",
+    )
+}
 CASTS = {f"wp.{n}" for n in ("float16", "float32", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64")}
 BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
 
@@ -53,7 +127,9 @@ def _kernel(tree: ast.Module, name: str) -> ast.FunctionDef:
 
 
 def _array_params(kernel: ast.FunctionDef) -> set[str]:
-    return {a.arg for a in kernel.args.args if a.annotation is not None and ast.unparse(a.annotation).startswith("wp.array")}
+    return {
+        a.arg for a in kernel.args.args if a.annotation is not None and ast.unparse(a.annotation).startswith("wp.array")
+    }
 
 
 def _nodes(tree: ast.AST) -> list[ast.AST]:
@@ -76,8 +152,13 @@ def test_features_list_exactly_the_builtins_called(samples):
 
 def test_language_features_are_present_in_the_source(samples):
     checks = {
-        "if": ast.If, "for": ast.For, "while": ast.While, "break": ast.Break, "continue": ast.Continue,
-        "ternary": ast.IfExp, "struct": ast.ClassDef,
+        "if": ast.If,
+        "for": ast.For,
+        "while": ast.While,
+        "break": ast.Break,
+        "continue": ast.Continue,
+        "ternary": ast.IfExp,
+        "struct": ast.ClassDef,
     }
     seen: Counter[str] = Counter()
     for specs in samples.values():
@@ -100,10 +181,24 @@ def test_arithmetic_uses_casts_and_integer_bit_operations(samples):
         calls = set(wp_calls(tree))
         nodes = _nodes(tree)
         has_cast = bool(calls & CASTS) or any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("float", "int") for n in nodes)
-        has_bits = any(isinstance(n, ast.BinOp) and isinstance(n.op, BIT_OPS) for n in nodes) or any(
-            isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) for n in nodes) or any(
-            c in calls for c in ("wp.bit_and", "wp.bit_or", "wp.bit_xor", "wp.lshift", "wp.rshift", "wp.invert", "wp.bit_count"))
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("float", "int") for n in nodes
+        )
+        has_bits = (
+            any(isinstance(n, ast.BinOp) and isinstance(n.op, BIT_OPS) for n in nodes)
+            or any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) for n in nodes)
+            or any(
+                c in calls
+                for c in (
+                    "wp.bit_and",
+                    "wp.bit_or",
+                    "wp.bit_xor",
+                    "wp.lshift",
+                    "wp.rshift",
+                    "wp.invert",
+                    "wp.bit_count",
+                )
+            )
+        )
         assert any(isinstance(n, ast.BinOp) for n in nodes), spec.index
         with_cast += has_cast
         with_bits += has_bits
@@ -142,7 +237,9 @@ def test_control_flow_kernels_branch_or_loop(samples):
         tree = ast.parse(spec.python_source)
         nodes = _nodes(tree)
         assert any(isinstance(n, (ast.If, ast.For, ast.While, ast.IfExp)) for n in nodes) or "wp.where" in spec.features
-        deep += any(isinstance(n, (ast.For, ast.While)) and any(isinstance(m, ast.If) for m in ast.walk(n)) for n in nodes)
+        deep += any(
+            isinstance(n, (ast.For, ast.While)) and any(isinstance(m, ast.If) for m in ast.walk(n)) for n in nodes
+        )
     assert deep >= len(samples["control_flow"]) // 4  # branches nested inside loops are common
 
 
@@ -161,10 +258,19 @@ def test_atomic_kernels_accumulate_across_threads(samples):
         tree = ast.parse(spec.python_source)
         kernel = _kernel(tree, spec.kernel_name)
         arrays = _array_params(kernel)
-        atomics = [n.func.attr for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                   and n.func.attr.startswith("atomic_")]
-        augs = [n for n in ast.walk(kernel) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript)
-                and isinstance(n.target.value, ast.Name) and n.target.value.id in arrays]
+        atomics = [
+            n.func.attr
+            for n in ast.walk(kernel)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("atomic_")
+        ]
+        augs = [
+            n
+            for n in ast.walk(kernel)
+            if isinstance(n, ast.AugAssign)
+            and isinstance(n.target, ast.Subscript)
+            and isinstance(n.target.value, ast.Name)
+            and n.target.value.id in arrays
+        ]
         assert atomics or augs, spec.index
         assert "atomic" in spec.features
         kinds.update(atomics)
@@ -218,9 +324,9 @@ def test_same_triple_gives_the_same_spec():
 
 def test_generation_is_identical_in_another_process():
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
         "from tests.test_generators_basic import _digest, TRIPLES\n"
-        "print(_digest(TRIPLES))\n" % str(REPO)
+        "print(_digest(TRIPLES))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == _digest(TRIPLES)
@@ -246,9 +352,9 @@ def test_sample_runs_on_cpu_with_finite_varying_outputs_and_gradients():
     specs = [generate(category, 5, i) for category in CATEGORIES for i in range(3)]
     with contextlib.redirect_stderr(io.StringIO()):
         results = execute_specs(specs)
-    failures = [(s.category, s.index, r.reason, r.detail) for s, r in zip(specs, results) if not r.ok]
+    failures = [(s.category, s.index, r.reason, r.detail) for s, r in zip(specs, results, strict=False) if not r.ok]
     assert not failures
-    for spec, result in zip(specs, results):
+    for spec, result in zip(specs, results, strict=False):
         for a in spec.args:
             if a.kind == "array" and a.role != "in":
                 out = result.outputs[a.name]
@@ -256,8 +362,11 @@ def test_sample_runs_on_cpu_with_finite_varying_outputs_and_gradients():
         for grad in result.input_grads.values():
             assert np.all(np.isfinite(grad))
         # gradients were really computed for float inputs (unless the kernel is forward-only)
-        if "while" not in spec.features and "forward_only" not in spec.features and any(a.role == "in" and a.kind == "array" and DTYPES[a.dtype][0].startswith("float")
-                                                for a in spec.args):
+        if (
+            "while" not in spec.features
+            and "forward_only" not in spec.features
+            and any(a.role == "in" and a.kind == "array" and DTYPES[a.dtype][0].startswith("float") for a in spec.args)
+        ):
             assert result.input_grads
 
 
@@ -295,8 +404,16 @@ def test_core_intervals_contain_the_sample_values():
 
     x = _leaf("x", F32, -2.0, 3.0)
     y = _leaf("y", F32, 0.5, 2.0)
-    exprs = [ops.mul(x, y), ops.div(x, y), ops.unary("exp", x), ops.unary("sqrt", y), ops.unary("tanh", x),
-             ops.power(y, _leaf("p", F32, -1.5, 2.5)), ops.binary_fn("atan2", x, y), ops.unary("floor", x)]
+    exprs = [
+        ops.mul(x, y),
+        ops.div(x, y),
+        ops.unary("exp", x),
+        ops.unary("sqrt", y),
+        ops.unary("tanh", x),
+        ops.power(y, _leaf("p", F32, -1.5, 2.5)),
+        ops.binary_fn("atan2", x, y),
+        ops.unary("floor", x),
+    ]
     for e in exprs:
         assert e is not None
         assert np.all(e.vals >= e.iv.lo - 1e-9) and np.all(e.vals <= e.iv.hi + 1e-9), e.text

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from cudagen_data import canonical
+from cudagen_data.execution import execute_specs
 from cudagen_data.extract import DEFAULT_BLOCK_DIM, compile_units, extract_kernels
 from cudagen_data.generators import categories, generate
 from cudagen_data.generators.ml import GENERATORS, REFERENCE_CHECKS
 from cudagen_data.spec import DIFFICULTIES, DTYPES, ArgSpec, KernelSpec
-from cudagen_data.execution import execute_specs
 
 ML = ("reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")
 PIPELINE_SEED = 20240607
@@ -40,8 +40,11 @@ def test_specs_are_well_formed_and_varied(category):
         assert s.category == category and s.difficulty in DIFFICULTIES
         tree = ast.parse(s.python_source)
         assert s.python_source.startswith("import warp as wp")
-        kernels = [n for n in tree.body if isinstance(n, ast.FunctionDef)
-                   and any(ast.unparse(d) == "wp.kernel" for d in n.decorator_list)]
+        kernels = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and any(ast.unparse(d) == "wp.kernel" for d in n.decorator_list)
+        ]
         assert [k.name for k in kernels] == [s.kernel_name]
         assert [a.arg for a in kernels[0].args.args] == [a.name for a in s.args]
         assert math.prod(s.launch_dim) <= 256
@@ -79,14 +82,14 @@ def test_generated_kernels_compile_with_nvrtc(pipeline_specs):
         assert kernel.forward and kernel.backward, s.kernel_name
         extracted.append(kernel)
     results = compile_units(extracted)
-    failed = [(s.category, s.kernel_name, r.log[:200]) for s, r in zip(pipeline_specs, results) if not r.ok]
+    failed = [(s.category, s.kernel_name, r.log[:200]) for s, r in zip(pipeline_specs, results, strict=False) if not r.ok]
     assert not failed
 
 
 @pytest.mark.slow
 def test_generated_kernels_run_and_match_numpy(pipeline_specs):
     results = execute_specs(pipeline_specs, reference_checks={})
-    for s, r in zip(pipeline_specs, results):
+    for s, r in zip(pipeline_specs, results, strict=False):
         assert r.ok, f"{s.category}/{s.kernel_name}: {r.reason} {r.detail}"
         assert r.input_grads, f"{s.category}/{s.kernel_name}: no input gradients recorded"
         message = REFERENCE_CHECKS[s.category](s, r.inputs, r.outputs)
@@ -103,34 +106,68 @@ def _a(name, shape, role="in", dtype=F32, domain=(-1.0, 1.0)):
 
 
 def _spec(category, name, body, args, launch, params, block_dim=None, header="import warp as wp\n\n"):
-    return KernelSpec(category=category, kernel_name=name, python_source=header + body, args=tuple(args),
-                      launch_dim=launch, difficulty="basic", block_dim=block_dim, params=params)
+    return KernelSpec(
+        category=category,
+        kernel_name=name,
+        python_source=header + body,
+        args=tuple(args),
+        launch_dim=launch,
+        difficulty="basic",
+        block_dim=block_dim,
+        params=params,
+    )
 
 
 def _wrong_kernels() -> dict[str, KernelSpec]:
     """One buggy kernel per family, described by the params its family's check expects."""
     w = {}
-    w["reduction"] = _spec("reduction", "row_sum_skips_first", '''@wp.kernel
+    w["reduction"] = _spec(
+        "reduction",
+        "row_sum_skips_first",
+        """@wp.kernel
 def row_sum_skips_first(x: wp.array2d(dtype=float), out: wp.array(dtype=float)):
     r = wp.tid()
     acc = float(0.0)
     for j in range(1, x.shape[1]):  # bug: element 0 is never added
         acc += x[r, j]
     out[r] = acc
-''', [_a("x", (4, 16)), _a("out", (4,), "out")], (4,),
-        {"op": "sum", "axis": 1, "view": [4, 16], "x": "x", "value_out": "out", "index_out": None, "init": False})
-    w["scan"] = _spec("scan", "exclusive_scan_inclusive_bug", '''@wp.kernel
+""",
+        [_a("x", (4, 16)), _a("out", (4,), "out")],
+        (4,),
+        {"op": "sum", "axis": 1, "view": [4, 16], "x": "x", "value_out": "out", "index_out": None, "init": False},
+    )
+    w["scan"] = _spec(
+        "scan",
+        "exclusive_scan_inclusive_bug",
+        """@wp.kernel
 def exclusive_scan_inclusive_bug(x: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
     r = wp.tid()
     acc = float(0.0)
     for j in range(x.shape[1]):
         acc += x[r, j]
         out[r, j] = acc  # bug: exclusive scan must store before adding
-''', [_a("x", (4, 16)), _a("out", (4, 16), "out")], (4,),
-        {"op": "sum", "mode": "exclusive", "reverse": False, "axis": 1, "view": [4, 16], "term": "x", "x": "x",
-         "w": None, "alpha": None, "out": "out", "strategy": "serial"})
+""",
+        [_a("x", (4, 16)), _a("out", (4, 16), "out")],
+        (4,),
+        {
+            "op": "sum",
+            "mode": "exclusive",
+            "reverse": False,
+            "axis": 1,
+            "view": [4, 16],
+            "term": "x",
+            "x": "x",
+            "w": None,
+            "alpha": None,
+            "out": "out",
+            "strategy": "serial",
+        },
+    )
     lap_terms = [[[0, 0], -4.0], [[-1, 0], 1.0], [[1, 0], 1.0], [[0, -1], 1.0], [[0, 1], 1.0]]
-    w["stencil"] = _spec("stencil", "laplace_clamps_instead_of_wrapping", '''@wp.kernel
+    w["stencil"] = _spec(
+        "stencil",
+        "laplace_clamps_instead_of_wrapping",
+        """@wp.kernel
 def laplace_clamps_instead_of_wrapping(x: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
     i, j = wp.tid()
     n = x.shape[0]
@@ -138,21 +175,59 @@ def laplace_clamps_instead_of_wrapping(x: wp.array2d(dtype=float), out: wp.array
     # bug: the spec says periodic boundaries, the kernel clamps
     out[i, j] = (x[wp.clamp(i - 1, 0, n - 1), j] + x[wp.clamp(i + 1, 0, n - 1), j]
                  + x[i, wp.clamp(j - 1, 0, m - 1)] + x[i, wp.clamp(j + 1, 0, m - 1)] - 4.0 * x[i, j])
-''', [_a("x", (8, 8)), _a("out", (8, 8), "out")], (8, 8),
-        {"dims": 2, "grid": [8, 8], "boundary": "wrap", "op": "laplace", "radius": 1, "update": "direct",
-         "x": "x", "out": "out", "w": None, "alpha": None, "terms": lap_terms})
-    w["gemm"] = _spec("gemm", "gemm_transposed_b_bug", '''@wp.kernel
+""",
+        [_a("x", (8, 8)), _a("out", (8, 8), "out")],
+        (8, 8),
+        {
+            "dims": 2,
+            "grid": [8, 8],
+            "boundary": "wrap",
+            "op": "laplace",
+            "radius": 1,
+            "update": "direct",
+            "x": "x",
+            "out": "out",
+            "w": None,
+            "alpha": None,
+            "terms": lap_terms,
+        },
+    )
+    w["gemm"] = _spec(
+        "gemm",
+        "gemm_transposed_b_bug",
+        """@wp.kernel
 def gemm_transposed_b_bug(a: wp.array2d(dtype=float), b: wp.array2d(dtype=float), c: wp.array2d(dtype=float)):
     i, j = wp.tid()
     acc = float(0.0)
     for k in range(a.shape[1]):
         acc += a[i, k] * b[j, k]  # bug: B is (K, N), indexed as if transposed
     c[i, j] = acc
-''', [_a("a", (8, 8)), _a("b", (8, 8)), _a("c", (8, 8), "out")], (8, 8),
-        {"M": 8, "N": 8, "K": 8, "a": "a", "b": "b", "c": "c", "a_trans": False, "b_trans": False, "alpha": None,
-         "beta": None, "bias": None, "bias_kind": "none", "act": None, "slope": 0.01, "residual": None,
-         "strategy": "elem"})
-    w["softmax"] = _spec("softmax", "softmax_without_max", '''@wp.kernel
+""",
+        [_a("a", (8, 8)), _a("b", (8, 8)), _a("c", (8, 8), "out")],
+        (8, 8),
+        {
+            "M": 8,
+            "N": 8,
+            "K": 8,
+            "a": "a",
+            "b": "b",
+            "c": "c",
+            "a_trans": False,
+            "b_trans": False,
+            "alpha": None,
+            "beta": None,
+            "bias": None,
+            "bias_kind": "none",
+            "act": None,
+            "slope": 0.01,
+            "residual": None,
+            "strategy": "elem",
+        },
+    )
+    w["softmax"] = _spec(
+        "softmax",
+        "softmax_without_max",
+        """@wp.kernel
 def softmax_without_max(x: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
     r = wp.tid()
     s = float(0.0)
@@ -160,10 +235,25 @@ def softmax_without_max(x: wp.array2d(dtype=float), out: wp.array2d(dtype=float)
         s += wp.exp(x[r, j])  # bug: no max subtraction, exp overflows float32
     for j in range(x.shape[1]):
         out[r, j] = wp.exp(x[r, j]) / s
-''', [_a("x", (4, 16), domain=(-100.0, 100.0)), _a("out", (4, 16), "out")], (4,),
-        {"op": "softmax", "temperature": None, "inv_temperature": False, "axis": 1, "view": [4, 16], "x": "x",
-         "out": "out", "stats": {}, "strategy": "three_pass"})
-    w["norm"] = _spec("norm", "layernorm_unbiased_var", '''@wp.kernel
+""",
+        [_a("x", (4, 16), domain=(-100.0, 100.0)), _a("out", (4, 16), "out")],
+        (4,),
+        {
+            "op": "softmax",
+            "temperature": None,
+            "inv_temperature": False,
+            "axis": 1,
+            "view": [4, 16],
+            "x": "x",
+            "out": "out",
+            "stats": {},
+            "strategy": "three_pass",
+        },
+    )
+    w["norm"] = _spec(
+        "norm",
+        "layernorm_unbiased_var",
+        """@wp.kernel
 def layernorm_unbiased_var(x: wp.array2d(dtype=float), out: wp.array2d(dtype=float)):
     r = wp.tid()
     n = x.shape[1]
@@ -177,10 +267,27 @@ def layernorm_unbiased_var(x: wp.array2d(dtype=float), out: wp.array2d(dtype=flo
     rstd = 1.0 / wp.sqrt(v / float(n - 1) + 1.0e-5)  # bug: layer norm uses the biased variance
     for j in range(n):
         out[r, j] = (x[r, j] - mean) * rstd
-''', [_a("x", (4, 8)), _a("out", (4, 8), "out")], (4,),
-        {"variant": "layernorm", "eps": 1e-5, "eps_arg": None, "weight": None, "bias": None, "view": [4, 8],
-         "x": "x", "out": "out", "mean_out": None, "rstd_out": None, "strategy": "two_pass"})
-    w["linear_act"] = _spec("linear_act", "linear_gelu_sigmoid_approx", '''@wp.kernel
+""",
+        [_a("x", (4, 8)), _a("out", (4, 8), "out")],
+        (4,),
+        {
+            "variant": "layernorm",
+            "eps": 1e-5,
+            "eps_arg": None,
+            "weight": None,
+            "bias": None,
+            "view": [4, 8],
+            "x": "x",
+            "out": "out",
+            "mean_out": None,
+            "rstd_out": None,
+            "strategy": "two_pass",
+        },
+    )
+    w["linear_act"] = _spec(
+        "linear_act",
+        "linear_gelu_sigmoid_approx",
+        """@wp.kernel
 def linear_gelu_sigmoid_approx(x: wp.array2d(dtype=float), w: wp.array2d(dtype=float), b: wp.array(dtype=float),
                                y: wp.array2d(dtype=float)):
     i, j = wp.tid()
@@ -189,11 +296,32 @@ def linear_gelu_sigmoid_approx(x: wp.array2d(dtype=float), w: wp.array2d(dtype=f
         acc += x[i, k] * w[j, k]
     # bug: x * sigmoid(1.702 x) is not the erf GELU the spec promises
     y[i, j] = acc / (1.0 + wp.exp(-1.702 * acc))
-''', [_a("x", (4, 16), domain=(-2.0, 2.0)), _a("w", (8, 16)), _a("b", (8,)), _a("y", (4, 8), "out")], (4, 8),
-        {"M": 4, "N": 8, "K": 16, "a": "x", "b": "w", "c": "y", "a_trans": False, "b_trans": True, "alpha": None,
-         "beta": None, "bias": "b", "bias_kind": "col", "act": "gelu_erf", "slope": 0.01, "residual": None,
-         "strategy": "elem"})
-    w["attention"] = _spec("attention", "attention_mask_missing", '''@wp.kernel
+""",
+        [_a("x", (4, 16), domain=(-2.0, 2.0)), _a("w", (8, 16)), _a("b", (8,)), _a("y", (4, 8), "out")],
+        (4, 8),
+        {
+            "M": 4,
+            "N": 8,
+            "K": 16,
+            "a": "x",
+            "b": "w",
+            "c": "y",
+            "a_trans": False,
+            "b_trans": True,
+            "alpha": None,
+            "beta": None,
+            "bias": "b",
+            "bias_kind": "col",
+            "act": "gelu_erf",
+            "slope": 0.01,
+            "residual": None,
+            "strategy": "elem",
+        },
+    )
+    w["attention"] = _spec(
+        "attention",
+        "attention_mask_missing",
+        """@wp.kernel
 def attention_mask_missing(q: wp.array2d(dtype=float), k: wp.array2d(dtype=float), v: wp.array2d(dtype=float),
                            out: wp.array2d(dtype=float)):
     i, d = wp.tid()
@@ -217,10 +345,28 @@ def attention_mask_missing(q: wp.array2d(dtype=float), k: wp.array2d(dtype=float
         l += p
         acc += p * v[j, d]
     out[i, d] = acc / l
-''', [_a("q", (8, 4)), _a("k", (8, 4)), _a("v", (8, 4)), _a("out", (8, 4), "out")], (8, 4),
-        {"S": 8, "Skv": 8, "D": 4, "Dv": 4, "causal": True, "scale": 0.5, "q": "q", "k": "k", "v": "v",
-         "out": "out", "probs": None, "strategy": "two_pass"})
-    w["moe_routing"] = _spec("moe_routing", "topk_gate_over_all_experts", '''@wp.kernel
+""",
+        [_a("q", (8, 4)), _a("k", (8, 4)), _a("v", (8, 4)), _a("out", (8, 4), "out")],
+        (8, 4),
+        {
+            "S": 8,
+            "Skv": 8,
+            "D": 4,
+            "Dv": 4,
+            "causal": True,
+            "scale": 0.5,
+            "q": "q",
+            "k": "k",
+            "v": "v",
+            "out": "out",
+            "probs": None,
+            "strategy": "two_pass",
+        },
+    )
+    w["moe_routing"] = _spec(
+        "moe_routing",
+        "topk_gate_over_all_experts",
+        """@wp.kernel
 def topk_gate_over_all_experts(logits: wp.array2d(dtype=float), idx: wp.array2d(dtype=int),
                                gates: wp.array2d(dtype=float)):
     t = wp.tid()
@@ -241,9 +387,23 @@ def topk_gate_over_all_experts(logits: wp.array2d(dtype=float), idx: wp.array2d(
         z += wp.exp(logits[t, e] - m)  # bug: normalises over every expert, not the selected two
     for s in range(2):
         gates[t, s] = wp.exp(logits[t, idx[t, s]] - m) / z
-''', [_a("logits", (8, 6), domain=(-3.0, 3.0)), _a("idx", (8, 2), "out", "int32"), _a("gates", (8, 2), "out")],
-        (8,), {"T": 8, "E": 6, "k": 2, "logits": "logits", "router": None, "idx": "idx", "weights": "gates",
-               "dense": None, "load": None, "scale": None, "strategy": "threshold/topk_softmax"})
+""",
+        [_a("logits", (8, 6), domain=(-3.0, 3.0)), _a("idx", (8, 2), "out", "int32"), _a("gates", (8, 2), "out")],
+        (8,),
+        {
+            "T": 8,
+            "E": 6,
+            "k": 2,
+            "logits": "logits",
+            "router": None,
+            "idx": "idx",
+            "weights": "gates",
+            "dense": None,
+            "load": None,
+            "scale": None,
+            "strategy": "threshold/topk_softmax",
+        },
+    )
     return w
 
 
@@ -251,7 +411,7 @@ def topk_gate_over_all_experts(logits: wp.array2d(dtype=float), idx: wp.array2d(
 def wrong_results():
     wrong = _wrong_kernels()
     results = execute_specs(list(wrong.values()), reference_checks={})
-    return {c: (wrong[c], r) for c, r in zip(wrong, results)}
+    return {c: (wrong[c], r) for c, r in zip(wrong, results, strict=False)}
 
 
 @pytest.mark.slow

@@ -26,11 +26,23 @@ import golden_run  # noqa: E402
 
 def _differences(want: dict, got: dict) -> list[str]:
     assert got["config"] == want["config"], "the golden run's config changed: re-bless on purpose"
-    problems = [f"{name}: differs" for name in sorted(set(want["files"]) | set(got["files"])) if want["files"].get(name) != got["files"].get(name)]
-    rows = [f"row {rid}: {'missing' if rid not in got['row_digests'] else 'differs'}" for rid, d in want["row_digests"].items() if got["row_digests"].get(rid) != d]
+    problems = [
+        f"{name}: differs"
+        for name in sorted(set(want["files"]) | set(got["files"]))
+        if want["files"].get(name) != got["files"].get(name)
+    ]
+    rows = [
+        f"row {rid}: {'missing' if rid not in got['row_digests'] else 'differs'}"
+        for rid, d in want["row_digests"].items()
+        if got["row_digests"].get(rid) != d
+    ]
     rows += [f"row {rid}: new" for rid in got["row_digests"] if rid not in want["row_digests"]]
     if problems or rows:
-        stats = [f"stats.json {k}: {want['stats'].get(k)!r} -> {got['stats'].get(k)!r}" for k in sorted(set(want["stats"]) | set(got["stats"])) if want["stats"].get(k) != got["stats"].get(k)]
+        stats = [
+            f"stats.json {k}: {want['stats'].get(k)!r} -> {got['stats'].get(k)!r}"
+            for k in sorted(set(want["stats"]) | set(got["stats"]))
+            if want["stats"].get(k) != got["stats"].get(k)
+        ]
         return problems + rows + stats
     assert got["sample_rows"] == want["sample_rows"]
     return []

@@ -23,13 +23,13 @@ import orjson
 import pytest
 
 from cudagen_data import warp_boundary
+from cudagen_data.dataset.verify import recorded_run
 from cudagen_data.gpu import GpuUnavailable, format_gpu_report, gpu_validate
 from cudagen_data.gpu.report import GpuReport, RowVerdict
 from cudagen_data.gpu.tolerance import check_array
 from cudagen_data.gpu.twin import NativeFloat64, TwinUnavailable, twin_source, twin_spec
 from cudagen_data.gpu.worker import grad_key, prepare, reference_stage
 from cudagen_data.spec import ArgSpec
-from cudagen_data.dataset.verify import recorded_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,9 @@ def test_gpu_validate_without_cuda_raises_one_line(tmp_path):
 
 @pytest.mark.skipif(_has_cuda(), reason="this machine has a CUDA device")
 def test_module_entry_point_exits_2_without_cuda(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "cudagen_data.gpu", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudagen_data.gpu", str(tmp_path)], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no CUDA device" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -101,14 +103,14 @@ def test_twin_unavailable_for_argument_without_float64_dtype():
 
 @pytest.fixture(scope="module")
 def rows():
-    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS))))
+    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS)), strict=False))
 
 
 @pytest.fixture(scope="module")
 def references(rows):
     """Fresh float32 CPU runs and float64 twin runs, by kernel."""
     outs = reference_stage([prepare(i, r) for i, r in enumerate(rows.values())])
-    return dict(zip(rows, outs))
+    return dict(zip(rows, outs, strict=False))
 
 
 @pytest.mark.parametrize("name", ["chain", "geometry", "atomic", "tile", "float16"])
@@ -135,7 +137,9 @@ def test_twin_tolerance_accepts_float32_error_and_rejects_perturbation(rows, ref
             bad = recorded.astype(np.float64).copy().reshape(-1)
             i = int(np.argmax(np.abs(bad)))
             bad[i] *= factor
-            wrong = check_array(key, "output", bad.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64)
+            wrong = check_array(
+                key, "output", bad.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64
+            )
             assert not wrong.ok and wrong.index == i and wrong.ratio > 1, wrong.describe()
             rejected += 1
     assert measured > 0  # the twin measured a real float32 rounding error somewhere
@@ -154,7 +158,11 @@ def test_twin_tolerance_covers_the_h100_float32_differences(category, index, arr
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.work import run_batch
 
-    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row.to_dict()  # as read back from a file
+    row = (
+        run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index)
+        .outcomes[0]
+        .row.to_dict()
+    )  # as read back from a file
     ref = reference_stage([prepare(0, row)])[0]
     assert ref.twin == "ok", ref.twin
     recorded = np.asarray(recorded_run(row)[1][array])
@@ -163,11 +171,15 @@ def test_twin_tolerance_covers_the_h100_float32_differences(category, index, arr
     i = int(np.argmin(np.abs(cpu32.astype(np.float64) - ref64)))
     gpu = recorded.astype(np.float64).reshape(-1)
     gpu[i] += gpu_error
-    check = check_array(array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64)
+    check = check_array(
+        array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64
+    )
     assert check.ok, check.describe()
     # ... and a wrong value (1% of the largest one) is still caught
     gpu[i] += 0.01 * float(np.max(np.abs(recorded)))
-    check = check_array(array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64)
+    check = check_array(
+        array, "output", gpu.reshape(recorded.shape).astype(recorded.dtype), recorded, cpu32=cpu32, ref64=ref64
+    )
     assert not check.ok and check.index == i
 
 
@@ -208,7 +220,9 @@ def dry_run(rows, tmp_path_factory):
     """One dry run over the hand-made rows plus tampered copies of some of them."""
     chain, geo, argmax = rows["chain"], rows["geometry"], rows["argmax"]
     tampered = {
-        "output": _tamper_vectors(chain, "outputs", "y", lambda d: d + np.where(np.arange(d.size) == 5, 0.01 * (1 + abs(d[5])), 0.0)),
+        "output": _tamper_vectors(
+            chain, "outputs", "y", lambda d: d + np.where(np.arange(d.size) == 5, 0.01 * (1 + abs(d[5])), 0.0)
+        ),
         "gradient": _tamper_vectors(geo, "input_grads", "a", lambda d: -d),
         "int_output": _tamper_vectors(argmax, "outputs", "idx", lambda d: (d + 1) % 8),
         "cuda_text": {**chain, "cuda_forward": chain["cuda_forward"].replace("wp::tanh(", "wp::sinh(", 1)},
@@ -262,7 +276,9 @@ def test_report_json_and_exit_code(dry_run):
     assert {f["check"] for f in data["failures"]} == {"outputs", "gradients", "cuda_regenerate", "cuda_compiled"}
     assert data["worst"][0]["ok"] is False
     # drift alone does not fail a run
-    only_drift = GpuReport("x", "cuda:0", rows=[RowVerdict(0, "id", "c", "k", "1.18.0", drift=["cuda_regenerate: forward"], ran=True)])
+    only_drift = GpuReport(
+        "x", "cuda:0", rows=[RowVerdict(0, "id", "c", "k", "1.18.0", drift=["cuda_regenerate: forward"], ran=True)]
+    )
     assert only_drift.ok and only_drift.exit_code == 0
 
 

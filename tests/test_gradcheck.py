@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cudagen_data.gpu.twin import twin_spec, widen_all
-from cudagen_data.execution import execute_specs
-from cudagen_data.gradcheck import FLOAT32, _float32_plan, check_gradients, forward_only_reason, suspect_constructs
-
 from gradcheck_kernels import BAD, GOOD, KINKS
+
+from cudagen_data.execution import execute_specs
+from cudagen_data.gpu.twin import twin_spec, widen_all
+from cudagen_data.gradcheck import FLOAT32, _float32_plan, check_gradients, forward_only_reason, suspect_constructs
 
 CONSTRUCT = {
     "dynamic_loop": "dynamic for loop",
@@ -28,8 +27,8 @@ def _checked(group: dict):
     names = list(group)
     specs = [group[n] for n in names]
     runs = execute_specs(specs, reference_checks={})
-    assert all(r.ok for r in runs), [(n, r.reason, r.detail) for n, r in zip(names, runs) if not r.ok]
-    return dict(zip(names, zip(specs, runs, check_gradients(specs, runs))))
+    assert all(r.ok for r in runs), [(n, r.reason, r.detail) for n, r in zip(names, runs, strict=False) if not r.ok]
+    return dict(zip(names, zip(specs, runs, check_gradients(specs, runs), strict=False), strict=False))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,9 @@ def test_the_twin_adjoint_is_the_shipped_adjoint(bad, name):
     one the row records and cuda_backward computes), wrong in the same way."""
     spec, run, _ = bad[name]
     twin = twin_spec(spec)
-    (run64,) = execute_specs([twin], reference_checks={}, given=[(widen_all(run.inputs, spec.args), widen_all(run.output_grads, spec.args))])
+    (run64,) = execute_specs(
+        [twin], reference_checks={}, given=[(widen_all(run.inputs, spec.args), widen_all(run.output_grads, spec.args))]
+    )
     assert run64.ok
     for arg, g32 in run.input_grads.items():
         np.testing.assert_allclose(run64.input_grads[arg], g32, rtol=1e-4, atol=1e-5 * (1 + np.abs(g32).max()))
@@ -105,7 +106,9 @@ def test_forward_only_sources():
 
 def test_forward_only_rows_are_not_probed():
     spec = GOOD["separate_output"]
-    src = spec.python_source.replace("import warp as wp\n", "import warp as wp\nwp.set_module_options({\"enable_backward\": False})\n")
+    src = spec.python_source.replace(
+        "import warp as wp\n", 'import warp as wp\nwp.set_module_options({"enable_backward": False})\n'
+    )
     import dataclasses
 
     fwd = dataclasses.replace(spec, python_source=src)

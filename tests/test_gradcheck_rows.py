@@ -10,19 +10,19 @@ import pytest
 from fixtures_rows import write_folder
 from gradcheck_kernels import BAD
 
+from cudagen_data.canonical import text_hash
 from cudagen_data.dataset.verify import validate_path
 from cudagen_data.execution import execute_specs
 from cudagen_data.execution import test_vectors as vectors_of
 from cudagen_data.extract import extract_source
 from cudagen_data.gradcheck import GradientCheck
 from cudagen_data.pipeline.config import ProduceConfig, versions
-from cudagen_data.canonical import text_hash
 from cudagen_data.pipeline.work import build_row
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS))))
+    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS)), strict=False))
 
 
 def _jsonl(path, rows):
@@ -43,7 +43,9 @@ def test_validate_reruns_the_gradient_check_and_passes_forward_only_rows(rows, t
     write_folder(tmp_path / "ds", list(rows.values()))
     report = validate_path(tmp_path / "ds")
     assert report.ok, [(f.check, f.message) for f in report.failures]
-    assert report.checks_run["gradient_check"] == sum(r["gradient_check"]["status"] == "verified" for r in rows.values())
+    assert report.checks_run["gradient_check"] == sum(
+        r["gradient_check"]["status"] == "verified" for r in rows.values()
+    )
     card = (tmp_path / "ds" / "README.md").read_text()
     assert "## Verified backward" in card and "forward-only" in card
     stats = orjson.loads((tmp_path / "ds" / "stats.json").read_bytes())
@@ -59,7 +61,19 @@ def test_validate_catches_a_wrong_backward_claimed_verified(tmp_path):
     kernel = extract_source(spec.python_source).kernels[0]
     config = ProduceConfig(count=1, categories=(spec.category,))
     claim = GradientCheck("verified", "", "float64", 4, 0.0)
-    row = build_row(config, 0, spec, kernel, text_hash(kernel.preamble), vectors_of(spec, run), "ok", 0.0, 0.0, versions()["warp"], claim)
+    row = build_row(
+        config,
+        0,
+        spec,
+        kernel,
+        text_hash(kernel.preamble),
+        vectors_of(spec, run),
+        "ok",
+        0.0,
+        0.0,
+        versions()["warp"],
+        claim,
+    )
     report = validate_path(_jsonl(tmp_path / "bad.jsonl", [row.to_dict()]))
     failures = [(f.check, f.message) for f in report.failures]
     assert [c for c, _ in failures] == ["gradient_check"], failures
@@ -97,7 +111,7 @@ def test_a_row_without_twin_is_checked_on_the_executed_kernel_with_the_same_resu
     for i in ok:
         decoded = vectors_of(specs[i], runs[i]).decoded()
         points.append(Point(decoded["inputs"], decoded["output_grads"]))
-    again = dict(zip(ok, check_gradients([specs[i] for i in ok], points)))
+    again = dict(zip(ok, check_gradients([specs[i] for i in ok], points), strict=False))
     own = [i for i in ok if seen[i] is not None]
     assert len(own) >= 5  # float64-native and float32-only kernels are among them
     for i in own:

@@ -73,10 +73,9 @@ def test_nested_kernels_are_mined(mined):
 def test_replayed_kernel_is_warp_own_codegen(mined):
     """A replayed nested kernel equals the kernel Warp makes when the function really runs."""
     from cudagen_data.extract.codegen import generate_cuda
+    from cudagen_data.mine.collect import module_name_for
     from cudagen_data.mine.worker import naming_root
     from cudagen_data.warp_boundary import postprocess_cuda
-
-    from cudagen_data.mine.collect import module_name_for
 
     src = next(f for f in discover.find_files([TREE]) if f.relpath == "mine_tree/nested.py")
     # The module name mining gives a loose file (Warp hashes it into the kernel's name).
@@ -106,8 +105,13 @@ def test_mined_text_is_in_warp_module_codegen(mined):
 def test_file_that_raises_on_import(mined):
     rejects = [r for r in mined.rejects if r["path"] == "mine_tree/raises.py"]
     assert rejects == [
-        {"path": "mine_tree/raises.py", "line": 4, "kernel": "never_mined", "reason": "import_error",
-         "detail": "RuntimeError: this file fails on import"}
+        {
+            "path": "mine_tree/raises.py",
+            "line": 4,
+            "kernel": "never_mined",
+            "reason": "import_error",
+            "detail": "RuntimeError: this file fails on import",
+        }
     ]
 
 
@@ -230,13 +234,16 @@ def test_dedup_against_synthetic(mined):
     from cudagen_data.mine.rows import build_rows, kernel_shape_hash
 
     top = by_qualname(mined)["top_level"][0]
-    synthetic = "import warp as wp\n\nK = wp.constant(3.0)\n\n\n@wp.kernel\n" \
-                "def renamed(x: wp.array(dtype=float), y: wp.array(dtype=float)):\n    t = wp.tid()\n    y[t] = x[t] * K\n"
+    synthetic = (
+        "import warp as wp\n\nK = wp.constant(3.0)\n\n\n@wp.kernel\n"
+        "def renamed(x: wp.array(dtype=float), y: wp.array(dtype=float)):\n    t = wp.tid()\n    y[t] = x[t] * K\n"
+    )
     assert kernel_shape_hash(synthetic) == top["shape_hash"]  # names and constants folded
     rows, rejects, _ = build_rows(mined.files, warp_version="1.19.0", synthetic_shapes={kernel_shape_hash(synthetic)})
     assert "top_level" not in {r["provenance"]["qualname"] for r in rows}
-    assert {"kernel": "top_level", "reason": "duplicate", "detail": "same shape as a synthetic row"}.items() <= \
-        next(r for r in rejects if r["kernel"] == "top_level").items()
+    assert {"kernel": "top_level", "reason": "duplicate", "detail": "same shape as a synthetic row"}.items() <= next(
+        r for r in rejects if r["kernel"] == "top_level"
+    ).items()
     assert len(rows) == len(mined.rows) - 1
 
 
@@ -292,7 +299,9 @@ def test_export_publish_stats_real_config(real_folder, tmp_path):
     records = [orjson.loads(line) for line in (tmp_path / "chat.jsonl").read_bytes().splitlines()]
     assert n > 0 and all("cuda" in r["messages"][-1]["content"] for r in records)
     plan = plan_upload(real_folder)
-    assert {p for p in plan.paths if p.endswith(".parquet")} == {str(p.relative_to(real_folder)) for p in (real_folder / "data/real").glob("*.parquet")}
+    assert {p for p in plan.paths if p.endswith(".parquet")} == {
+        str(p.relative_to(real_folder)) for p in (real_folder / "data/real").glob("*.parquet")
+    }
     assert set(plan.rows) <= {"real/train", "real/validation", "real/test"} and sum(plan.rows.values()) > 0
     out = CliRunner().invoke(app, ["stats", str(real_folder)])
     assert out.exit_code == 0 and "configuration 'real'" in out.output and "executed with test vectors" in out.output
@@ -355,7 +364,9 @@ def test_cli_writes_no_machine_path(tmp_path):
     from cudagen_data.cli import app
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1"])
+    result = CliRunner().invoke(
+        app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1"]
+    )
     assert result.exit_code == 0, result.output
     for name in ("manifest.json", "stats.json", "README.md", "rejects_real.jsonl"):
         text = (out / name).read_text()
@@ -385,24 +396,55 @@ def test_cli_compile_levels(tmp_path):
     from cudagen_data.extract.levels import compiler_record, nvrtc_version
 
     out = tmp_path / "ptx"
-    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1",
-                                      "--compile", "ptx", "--no-run"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "mine",
+            str(TREE / "sub"),
+            "--output",
+            str(out),
+            "--no-progress",
+            "--workers",
+            "1",
+            "--compile",
+            "ptx",
+            "--no-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["real"]["command"] == "cudagen mine sub --output OUT_DIR --compile ptx"
     assert manifest["real"]["compiler"] == compiler_record(86, "ptx")
     rows = _real_rows(out)
-    assert rows and all(r["compile"]["level"] == "ptx" and r["compile"]["nvrtc_version"] == nvrtc_version("ptx")
-                        and r["compile"]["status"] == "ok" for r in rows)
+    assert rows and all(
+        r["compile"]["level"] == "ptx"
+        and r["compile"]["nvrtc_version"] == nvrtc_version("ptx")
+        and r["compile"]["status"] == "ok"
+        for r in rows
+    )
 
     out = tmp_path / "none"
-    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(out), "--no-progress", "--workers", "1",
-                                      "--no-compile", "--no-run"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "mine",
+            str(TREE / "sub"),
+            "--output",
+            str(out),
+            "--no-progress",
+            "--workers",
+            "1",
+            "--no-compile",
+            "--no-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["real"]["compiler"] == {} and manifest["real"]["command"].endswith("--no-compile")
     assert all(r["compile"]["level"] == "none" and r["compile"]["status"] == "skipped" for r in _real_rows(out))
 
-    result = CliRunner().invoke(app, ["mine", str(TREE / "sub"), "--output", str(tmp_path / "bad"), "--compile", "full"])
+    result = CliRunner().invoke(
+        app, ["mine", str(TREE / "sub"), "--output", str(tmp_path / "bad"), "--compile", "full"]
+    )
     assert result.exit_code == 2 and result.output.strip().splitlines()[-1].startswith("error: --compile 'full'")
     assert "Traceback" not in result.output and not (tmp_path / "bad").exists()

@@ -31,7 +31,10 @@ def rows(mined) -> dict[str, dict]:
 
 def vectors(row: dict) -> dict:
     tv = orjson.loads(row["test_vectors"])
-    return {part: {n: np.asarray(v["data"]) for n, v in tv[part].items()} for part in ("inputs", "outputs", "output_grads", "input_grads")}
+    return {
+        part: {n: np.asarray(v["data"]) for n, v in tv[part].items()}
+        for part in ("inputs", "outputs", "output_grads", "input_grads")
+    }
 
 
 # --------------------------------------------------------------------------- thread order
@@ -70,7 +73,9 @@ def test_atomic_sums_stay_executed(rows):
     assert row["provenance"]["executed"] and row["provenance"]["order_dependent"] == []
     tv = vectors(row)
     assert sorted(tv["outputs"]) == ["count", "total"]
-    np.testing.assert_allclose(tv["outputs"]["total"][0], tv["inputs"]["total"][0] + tv["inputs"]["vals"].sum(), rtol=1e-5)
+    np.testing.assert_allclose(
+        tv["outputs"]["total"][0], tv["inputs"]["total"][0] + tv["inputs"]["vals"].sum(), rtol=1e-5
+    )
     assert tv["outputs"]["count"][0] == tv["inputs"]["count"][0] + 8
 
 
@@ -90,7 +95,8 @@ def test_lost_updates_are_not_kept(rows):
     np.testing.assert_allclose(tv["outputs"]["out"], tv["inputs"]["vals"] + 1.0, rtol=1e-6)
     groups = rows["count_groups"]["provenance"]
     assert not groups["executed"] and groups["not_executed_reason"] == (
-        "outputs depend on thread order: 'sizes' stored by several threads without an atomic")
+        "outputs depend on thread order: 'sizes' stored by several threads without an atomic"
+    )
 
 
 def test_lanes_updating_one_row_through_a_view_are_not_kept(rows):
@@ -148,13 +154,19 @@ def test_reversed_run_skipped_only_where_the_forward_shows_no_order():
         wp::array_store(var_a, var_0, var_1, var_3);
     }"""
     assert plainly_independent(forward, ["a", "b"])  # b is only read, at any index
-    assert not plainly_independent(forward.replace("wp::address(var_a, var_0, var_1)", "wp::address(var_a, var_1, var_0)"), ["a", "b"])
-    assert not plainly_independent(forward.replace("var_3 = wp::load(var_2)", "var_3 = helper_0(var_a, var_0)"), ["a", "b"])
+    assert not plainly_independent(
+        forward.replace("wp::address(var_a, var_0, var_1)", "wp::address(var_a, var_1, var_0)"), ["a", "b"]
+    )
+    assert not plainly_independent(
+        forward.replace("var_3 = wp::load(var_2)", "var_3 = helper_0(var_a, var_0)"), ["a", "b"]
+    )
     assert not plainly_independent(forward + "var_9 = wp::atomic_add(var_b, var_0, var_3);", ["a", "b"])
     assert plainly_independent(forward.replace("builtin_tid2d(var_0, var_1);", ""), ["a", "b"])  # identical threads
     assert plainly_independent(forward + "// helper(a, i) quoted from the Python source\n", ["a", "b"])
     assert not plainly_independent(forward, ["a", "p.b"])  # struct fields: always run reversed
-    aliased = forward.replace("wp::array_store(var_a, var_0, var_1, var_3);", "var_7 = var_a;\n wp::array_store(var_7, var_0, var_1, var_3);")
+    aliased = forward.replace(
+        "wp::array_store(var_a, var_0, var_1, var_3);", "var_7 = var_a;\n wp::array_store(var_7, var_0, var_1, var_3);"
+    )
     assert not plainly_independent(aliased, ["a", "b"])
 
 
@@ -220,7 +232,10 @@ def test_struct_read_only_and_printf_only_are_not_executed(rows):
     assert rows["prints_only"]["provenance"]["not_executed_reason"].startswith("writes no array argument")
     assert rows["takes_handle"]["provenance"]["not_executed_reason"] == "argument 'mesh': uint64 handle (uint64)"
     assert rows["array_of_structs"]["provenance"]["not_executed_reason"] == "argument 'a': array of structs (Inner)"
-    assert not any(rows[k]["provenance"]["executed"] for k in ("reads_struct_only", "prints_only", "takes_handle", "array_of_structs"))
+    assert not any(
+        rows[k]["provenance"]["executed"]
+        for k in ("reads_struct_only", "prints_only", "takes_handle", "array_of_structs")
+    )
 
 
 def test_unfillable_arguments_counted_by_kind(mined):
@@ -268,8 +283,14 @@ def test_new_kinds_rerun_from_their_vectors(mined):
     from cudagen_data.mine.recheck import rerun_rows
 
     picked = [r for r in mined.rows if r["provenance"]["executed"]]
-    assert {r["provenance"]["qualname"] for r in picked} >= {"through_struct", "indexed", "fabric_copy", "custom_vectors", "write_at_atomic_slot"}
-    for row, rerun in zip(picked, rerun_rows(picked, user_root=TREE.parent)):
+    assert {r["provenance"]["qualname"] for r in picked} >= {
+        "through_struct",
+        "indexed",
+        "fabric_copy",
+        "custom_vectors",
+        "write_at_atomic_slot",
+    }
+    for row, rerun in zip(picked, rerun_rows(picked, user_root=TREE.parent), strict=False):
         assert not rerun.error and not rerun.skipped, (row["kernel_name"], rerun.error, rerun.skipped)
         for name, want in vectors(row)["outputs"].items():
             assert max_error_beyond(rerun.outputs[name], want, 1e-5, 1e-6) is None, (row["kernel_name"], name)

@@ -24,10 +24,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cudagen_data.stages import compile as compile_stage
-from cudagen_data.stages import generate as generate_stage
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
+from cudagen_data.stages import compile as compile_stage
+from cudagen_data.stages import generate as generate_stage
 
 # Categories whose kernels may call Warp's own library functions (`wp.norm_l1` ...), and two others.
 CATEGORIES = ("vector", "matrix", "atomic", "arithmetic", "math")
@@ -97,7 +97,7 @@ def leaks(texts: dict[str, str], needles: dict[str, str]) -> list[str]:
         for name, value in needles.items():
             m = _pattern(value).search(text)
             if m:
-                out.append(f"{rel}: {name} {value!r} in ...{text[max(0, m.start() - 60): m.end() + 40]!r}...")
+                out.append(f"{rel}: {name} {value!r} in ...{text[max(0, m.start() - 60) : m.end() + 40]!r}...")
     return out
 
 
@@ -114,7 +114,9 @@ def produced(tmp_path_factory):
         if category in ("vector", "matrix"):
             spec = dataclasses.replace(spec, python_source=with_library_call(spec.python_source))
         if (category, index) == ("arithmetic", 0):  # Warp's codegen rejects this kernel
-            spec = dataclasses.replace(spec, python_source=spec.python_source.replace("wp.tid()", "wp.tid() + wp.norm_l1(1.0)", 1))
+            spec = dataclasses.replace(
+                spec, python_source=spec.python_source.replace("wp.tid()", "wp.tid() + wp.norm_l1(1.0)", 1)
+            )
         return spec
 
     broken = []
@@ -131,7 +133,9 @@ def produced(tmp_path_factory):
     mp.setattr(generate_stage, "generate", generate)
     mp.setattr(compile_stage, "compile_units", compile_units)
     try:
-        produce(ProduceConfig(count=15, categories=CATEGORIES, seed=SEED, batch_size=20), out, workers=0, progress=False)
+        produce(
+            ProduceConfig(count=15, categories=CATEGORIES, seed=SEED, batch_size=20), out, workers=0, progress=False
+        )
     finally:
         mp.undo()
     return out
@@ -180,7 +184,11 @@ def test_extract_output_names_no_machine_path(tmp_path):
     src.parent.mkdir()
     src.write_text(USER_PROGRAM)
     out = tmp_path / "pairs.jsonl"
-    res = subprocess.run([sys.executable, "-m", "cudagen_data.cli", "extract", str(src), "--out", str(out)], capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "cudagen_data.cli", "extract", str(src), "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     text = out.read_text()
     row = orjson.loads(text.splitlines()[0])
@@ -211,7 +219,7 @@ def test_normalize_rewrites_location_comments_only():
     from cudagen_data.warp_boundary import paths as source_paths
 
     warp_dir = source_paths.warp_package_dir()
-    text = f"// {warp_dir}/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}}\n#line 7 \"{warp_dir}/_src/math.py\"\n"
+    text = f'// {warp_dir}/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}}\n#line 7 "{warp_dir}/_src/math.py"\n'
     assert source_paths.normalize_generated_text(text) == (
         '// warp/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}\n#line 7 "warp/_src/math.py"\n'
     )
@@ -222,14 +230,17 @@ def test_scrub_keeps_what_is_not_a_path_on_this_machine():
 
     warp_dir = source_paths.warp_package_dir()
     log = f"{warp_dir}/native/vec.h(1082): note: candidate\n  return a /b; see /no/such/file.h(3)"
-    assert source_paths.scrub_paths(log) == "warp/native/vec.h(1082): note: candidate\n  return a /b; see /no/such/file.h(3)"
+    assert (
+        source_paths.scrub_paths(log)
+        == "warp/native/vec.h(1082): note: candidate\n  return a /b; see /no/such/file.h(3)"
+    )
 
 
 def test_gpu_compiled_text_check_sees_through_machine_paths(produced):
     """The GPU suite compares the recorded CUDA with the .cu file Warp compiled, which names
     this machine's paths: the comparison must hold for an untouched row."""
-    from cudagen_data.warp_boundary import paths as source_paths
     from cudagen_data.gpu.cuda_text import compiled_matches
+    from cudagen_data.warp_boundary import paths as source_paths
 
     rows = [orjson.loads(line) for p in (produced / "jsonl").glob("*.jsonl") for line in p.read_bytes().splitlines()]
     row = next(r for r in rows if LIBRARY_COMMENT.search(r["device_functions"]))
@@ -237,7 +248,9 @@ def test_gpu_compiled_text_check_sees_through_machine_paths(produced):
     warp_dir = source_paths.warp_package_dir()
     as_warp_writes_it = row["device_functions"].replace("// warp/", f"// {os.path.dirname(warp_dir)}/warp/")
     assert as_warp_writes_it != row["device_functions"]
-    unit = "\n".join((manifest["preambles"][row["preamble_hash"]], as_warp_writes_it, row["cuda_forward"], row["cuda_backward"]))
+    unit = "\n".join(
+        (manifest["preambles"][row["preamble_hash"]], as_warp_writes_it, row["cuda_forward"], row["cuda_backward"])
+    )
     assert compiled_matches(unit, row) == []
     assert compiled_matches(unit.replace("var_0", "var_x"), row) != []  # and it still catches a real difference
 

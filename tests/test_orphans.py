@@ -43,7 +43,19 @@ def test_workers_die_with_a_killed_producer(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TMPDIR": str(tmp)}
-    cmd = [sys.executable, "-m", "cudagen_data.cli", "produce", "--count", "3000", "--workers", "2", "--output", str(tmp_path / "out"), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cudagen_data.cli",
+        "produce",
+        "--count",
+        "3000",
+        "--workers",
+        "2",
+        "--output",
+        str(tmp_path / "out"),
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     everything: set[int] = set()
     try:
@@ -68,7 +80,9 @@ def test_workers_die_with_a_killed_producer(tmp_path):
         left = [p.name for p in tmp.iterdir() if p.name.startswith("cudagen-worker-")]
         assert len(left) >= 2 and any((tmp / name).iterdir() for name in left)
         code = "from cudagen_data.pipeline.orphans import use_private_tmp; print(use_private_tmp())"
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         assert Path(out).parent == tmp
         remaining = sorted(p.name for p in tmp.iterdir())
         assert remaining == [], f"stale worker folders were not removed: {remaining}"

@@ -12,7 +12,16 @@ import orjson
 import pytest
 from procs import kill_cli_repeatedly
 
-from cudagen_data.contracts import SPLITS, TIMING_STATS, CompileInfo, GradientCheckInfo, Metadata, Row, RunStats, strip_timing
+from cudagen_data.contracts import (
+    SPLITS,
+    TIMING_STATS,
+    CompileInfo,
+    GradientCheckInfo,
+    Metadata,
+    Row,
+    RunStats,
+    strip_timing,
+)
 from cudagen_data.dataset.store import DatasetFolder
 from cudagen_data.generators import categories
 from cudagen_data.pipeline.config import ProduceConfig, ProduceError
@@ -24,7 +33,9 @@ CATS = tuple(c for c in ("arithmetic", "math", "reduction", "vector") if c in ca
 
 
 def rows_of(folder: Path) -> dict[str, list[dict]]:
-    return {s: [orjson.loads(line) for line in (folder / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()] for s in SPLITS}
+    return {
+        s: [orjson.loads(line) for line in (folder / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()] for s in SPLITS
+    }
 
 
 def parquet_rows_of(folder: Path) -> dict[str, list[list[dict]]]:
@@ -48,9 +59,18 @@ def comparable(folder: Path) -> dict:
     for f in manifest["files"]:
         f.pop("xxh3_128")  # the files hold timing fields, so their checksums differ
     shards = {s: [[strip_timing(r) for r in shard] for shard in rs] for s, rs in parquet_rows_of(folder).items()}
-    rows = {s: [strip_timing(r) for r in rs] for s, rs in rows_of(folder).items()} if (folder / "jsonl").exists() else None
+    rows = (
+        {s: [strip_timing(r) for r in rs] for s, rs in rows_of(folder).items()} if (folder / "jsonl").exists() else None
+    )
     leftovers = sorted(p.name for d in ("spool", "shards") for p in (folder / ".cudagen" / d).glob("*"))
-    return {"stats": stats, "manifest": manifest, "shards": shards, "rows": rows, "rejects": (folder / "rejects.jsonl").read_bytes(), "leftovers": leftovers}
+    return {
+        "stats": stats,
+        "manifest": manifest,
+        "shards": shards,
+        "rows": rows,
+        "rejects": (folder / "rejects.jsonl").read_bytes(),
+        "leftovers": leftovers,
+    }
 
 
 def cli(*args, **kw):
@@ -61,11 +81,30 @@ def cli(*args, **kw):
 
 
 def _outcome(slot, cat, py, cu, shape="0" * 16):
-    row = Row(id=py, kernel_name=f"k{slot}", category=cat, python_source="", cuda_forward="", cuda_backward="",
-              metadata=Metadata("cuda", True, 3, 5, 0.0, 0, 0, slot), difficulty="basic", features=[], device_functions="",
-              preamble_hash="", arg_specs="[]", launch_dim=[1], block_dim=None, test_vectors="", python_hash=py,
-              shape_hash=shape, cuda_hash=cu, compile=CompileInfo(arch=86, level="frontend", nvrtc_version="13.4.92", status="ok", time_ms=0.0), warp_version="", generator_version="",
-              gradient_check=GradientCheckInfo("verified", "", "float64", 4, 0.0))
+    row = Row(
+        id=py,
+        kernel_name=f"k{slot}",
+        category=cat,
+        python_source="",
+        cuda_forward="",
+        cuda_backward="",
+        metadata=Metadata("cuda", True, 3, 5, 0.0, 0, 0, slot),
+        difficulty="basic",
+        features=[],
+        device_functions="",
+        preamble_hash="",
+        arg_specs="[]",
+        launch_dim=[1],
+        block_dim=None,
+        test_vectors="",
+        python_hash=py,
+        shape_hash=shape,
+        cuda_hash=cu,
+        compile=CompileInfo(arch=86, level="frontend", nvrtc_version="13.4.92", status="ok", time_ms=0.0),
+        warp_version="",
+        generator_version="",
+        gradient_check=GradientCheckInfo("verified", "", "float64", 4, 0.0),
+    )
     return SlotOutcome(slot, cat, row=row)
 
 
@@ -73,13 +112,25 @@ def test_dedup_keeps_the_earlier_slot_and_counts_both_hashes():
     config = ProduceConfig(count=10, categories=("a",))
     stats = RunStats.new(config.categories, SPLITS)
     dedup = DedupStage(stats.stages["dedup"])
-    result = BatchResult(0, [_outcome(0, "a", "p1", "c1"), _outcome(1, "a", "p1", "c2"), _outcome(2, "a", "p2", "c1"), _outcome(3, "a", "p3", "c3")])
+    result = BatchResult(
+        0,
+        [
+            _outcome(0, "a", "p1", "c1"),
+            _outcome(1, "a", "p1", "c2"),
+            _outcome(2, "a", "p2", "c1"),
+            _outcome(3, "a", "p3", "c3"),
+        ],
+    )
     rows, rejects = consume(config, result, stats, dedup, lambda c: False)
     kept = [r.kernel_name for rs in rows.values() for r in rs]
     assert sorted(kept) == ["k0", "k3"]
     assert [r.reason for r in rejects] == ["duplicate_python", "duplicate_cuda"]
     assert stats.to_stats_json(fast=False)["duplicates_by_hash"] == {"python": 1, "cuda": 1}
-    assert stats.stages["dedup"].to_json() == {"in": 4, "kept": 2, "rejected": {"duplicate_cuda": 1, "duplicate_python": 1}}
+    assert stats.stages["dedup"].to_json() == {
+        "in": 4,
+        "kept": 2,
+        "rejected": {"duplicate_cuda": 1, "duplicate_python": 1},
+    }
 
 
 def test_slots_of_full_categories_are_not_counted():
@@ -170,7 +221,9 @@ def test_load_dataset_reads_the_folder(full_run, tmp_path):
         "print({k: v.num_rows for k, v in d.items()})\n"
     )
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    res = subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     loaded = eval(res.stdout.strip().splitlines()[-1])
     assert loaded == {s: n for s, n in result.stats["by_split"].items() if n}
@@ -196,7 +249,9 @@ def test_a_kernel_that_crashes_its_worker_is_rejected_alone(tmp_path, monkeypatc
     ref = {(r["category"], r["metadata"]["index"]) for rs in rows_of(tmp_path / "ref").values() for r in rs}
     lost = config.slot(13)
     assert lost in ref and lost not in kept
-    assert len(ref - kept) == 1 and len(kept - ref) == 1 and next(iter(kept - ref))[0] == lost[0]  # one later kernel of its category instead
+    assert (
+        len(ref - kept) == 1 and len(kept - ref) == 1 and next(iter(kept - ref))[0] == lost[0]
+    )  # one later kernel of its category instead
 
 
 def test_a_broken_pool_is_reported_through_the_future_not_by_submit():
@@ -231,7 +286,23 @@ def test_two_runs_same_bytes(tmp_path):
 
 def test_kill_9_at_random_moments_then_resume(tmp_path):
     # small shards: kills land between, and inside, commits that roll a spool into a shard
-    args = ["produce", "--count", "1200", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8", "--shard-rows", "50", "--workers", "1", "--no-progress"]
+    args = [
+        "produce",
+        "--count",
+        "1200",
+        "--categories",
+        ",".join(CATS),
+        "--seed",
+        "5",
+        "--fast",
+        "--batch-size",
+        "8",
+        "--shard-rows",
+        "50",
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
     ref = tmp_path / "ref"
     assert cli(*args, "--output", str(ref)).returncode == 0
     out = tmp_path / "killed"
@@ -268,7 +339,17 @@ def test_torn_jsonl_tail_is_repaired(tmp_path):
 
 def test_config_mismatch_is_refused_and_overwrite_starts_over(tmp_path):
     out = tmp_path / "ds"
-    base = ["produce", "--categories", ",".join(CATS), "--fast", "--workers", "0", "--no-progress", "--output", str(out)]
+    base = [
+        "produce",
+        "--categories",
+        ",".join(CATS),
+        "--fast",
+        "--workers",
+        "0",
+        "--no-progress",
+        "--output",
+        str(out),
+    ]
     assert cli(*base, "--count", "12").returncode == 0
     res = cli(*base, "--count", "12", "--seed", "9")
     assert res.returncode == 1
@@ -322,7 +403,11 @@ def test_refuses_a_run_state_without_stage_counters(tmp_path):
     from cudagen_data.pipeline.config import fingerprint
 
     config = ProduceConfig(count=3, categories=CATS, fast=True)
-    old_tally = {"accepted": {c: 0 for c in CATS}, "rejects": {}, "duplicates": {"python": 0, "cuda": 0}}  # before issue #15
+    old_tally = {
+        "accepted": {c: 0 for c in CATS},
+        "rejects": {},
+        "duplicates": {"python": 0, "cuda": 0},
+    }  # before issue #15
     DatasetFolder(tmp_path).start(RunState(fingerprint=fingerprint(config).decode(), tally=old_tally))
     with pytest.raises(ProduceError, match="older cudagen-data"):
         produce(config, tmp_path, progress=False)

@@ -17,19 +17,17 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import fixtures_rows
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from cudagen_data.contracts.row import COLUMNS, ROW_SCHEMA
-from cudagen_data.publish import PublishError
-from cudagen_data.publish import card, export, hub
 from cudagen_data.contracts import SPLITS
+from cudagen_data.contracts.row import COLUMNS, ROW_SCHEMA
+from cudagen_data.publish import PublishError, card, export, hub
 from cudagen_data.publish.splits import assign_split, split_point, validate_ratios
-
-import fixtures_rows
 
 N_ROWS = 200
 RATIOS = (0.8, 0.1, 0.1)  # wide test splits so a small fixture fills all three
@@ -90,7 +88,7 @@ def test_ratios_hold_over_random_hashes(ratios):
     rng = random.Random(1234)
     n = 20_000
     counts = Counter(assign_split(f"{rng.getrandbits(64):016x}", ratios) for _ in range(n))
-    for split, ratio in zip(SPLITS, ratios):
+    for split, ratio in zip(SPLITS, ratios, strict=False):
         sigma = (n * ratio * (1 - ratio)) ** 0.5
         assert abs(counts[split] - n * ratio) < 5 * sigma + 1, (split, counts)
 
@@ -318,7 +316,7 @@ def test_export_chat(folder, tmp_path):
     expected = _rows_in_export_order(folder)
     assert [(r["split"], r["id"]) for r in records] == [(s, row["id"]) for s, row in expected]
     assert [r["split"] for r in records] == sorted((r["split"] for r in records), key=SPLITS.index)
-    for record, (split, row) in zip(records, expected):
+    for record, (_split, row) in zip(records, expected, strict=False):
         assert set(record) == {"id", "split", "messages"}
         assert record["split"] == assign_split(row["shape_hash"], RATIOS)
         system, user, assistant = record["messages"]
@@ -351,7 +349,7 @@ def test_export_completion_matches_chat(folder, tmp_path):
     assert export.export(folder, "chat", tmp_path / "chat.jsonl") == N_ROWS
     completions = _read_jsonl(tmp_path / "c.jsonl")
     chats = _read_jsonl(tmp_path / "chat.jsonl")
-    for comp, chat in zip(completions, chats):
+    for comp, chat in zip(completions, chats, strict=False):
         assert set(comp) == {"id", "split", "prompt", "completion"}
         assert (comp["id"], comp["split"]) == (chat["id"], chat["split"])
         user, assistant = chat["messages"][1]["content"], chat["messages"][2]["content"]
@@ -365,7 +363,9 @@ def test_export_forward_only(folder, tmp_path):
     for record in _read_jsonl(out):
         assert "cuda_kernel_backward" not in record["messages"][2]["content"]
         prompt = record["messages"][1]["content"]
-        prompt = prompt[: prompt.find("```python")] + prompt[prompt.rfind("```") :]  # the source may say enable_backward
+        prompt = (
+            prompt[: prompt.find("```python")] + prompt[prompt.rfind("```") :]
+        )  # the source may say enable_backward
         assert "backward" not in prompt
 
 
@@ -411,7 +411,9 @@ def test_export_errors(folder, tmp_path):
 
 def test_plan_upload(folder):
     plan = hub.plan_upload(folder)
-    shards = [f["path"] for f in sorted(_shards(_manifest(folder)), key=lambda f: (SPLITS.index(f["split"]), f["path"]))]
+    shards = [
+        f["path"] for f in sorted(_shards(_manifest(folder)), key=lambda f: (SPLITS.index(f["split"]), f["path"]))
+    ]
     assert plan.paths == ["README.md", "manifest.json", "stats.json", *shards]
     assert not any(p.startswith(("jsonl/", ".cudagen/")) or p == "rejects.jsonl" for p in plan.paths)
     assert {item.split(":")[0] for item in plan.left_out} == {"jsonl/", ".cudagen/", "rejects.jsonl"}
@@ -443,7 +445,22 @@ def test_valid_repo_ids(repo_id):
 
 
 @pytest.mark.parametrize(
-    "repo_id", ["warp-cuda", "a/b/c", "org/na me", "org/-x", "org/x.", "org/x--y", "org/x..y", "org/x.git", "/x", "x/", "", None, 7]
+    "repo_id",
+    [
+        "warp-cuda",
+        "a/b/c",
+        "org/na me",
+        "org/-x",
+        "org/x.",
+        "org/x--y",
+        "org/x..y",
+        "org/x.git",
+        "/x",
+        "x/",
+        "",
+        None,
+        7,
+    ],
 )
 def test_invalid_repo_ids(repo_id, folder):
     with pytest.raises(PublishError, match="repo id"):

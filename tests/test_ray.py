@@ -22,13 +22,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from procs import descendants, kill_cli_repeatedly
+from test_produce import CATS, cli, comparable
 
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
 from cudagen_data.pipeline.work import CRASH_ENV
-
-from procs import descendants, kill_cli_repeatedly
-from test_produce import CATS, cli, comparable
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only (see above); read when ray is imported
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # drivers joining a `ray start` cluster need it said (Ray 2.60)
@@ -62,8 +61,16 @@ def _running_tasks(under: int) -> list[int]:
 def local_ray(request):
     """A private Ray instance in this process, 127.0.0.1, 2 CPUs, small object store."""
     env_vars = getattr(request, "param", None) or {}
-    ray.init(address="local", num_cpus=2, object_store_memory=OBJECT_STORE, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, logging_level="warning", runtime_env={"env_vars": env_vars} if env_vars else None)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        object_store_memory=OBJECT_STORE,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level="warning",
+        runtime_env={"env_vars": env_vars} if env_vars else None,
+    )
     try:
         yield
     finally:
@@ -77,9 +84,28 @@ class RayHead:
         self.address = f"127.0.0.1:{port}"
         self.log = log
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen([RAY_BIN, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                                          "--num-cpus", "1", "--object-store-memory", str(OBJECT_STORE), "--include-dashboard", "false",
-                                          "--disable-usage-stats"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [
+                    RAY_BIN,
+                    "start",
+                    "--head",
+                    "--block",
+                    "--node-ip-address",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--num-cpus",
+                    "1",
+                    "--object-store-memory",
+                    str(OBJECT_STORE),
+                    "--include-dashboard",
+                    "false",
+                    "--disable-usage-stats",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         t0 = time.time()
@@ -118,7 +144,9 @@ def cluster():
     """A one-CPU head node from Ray's cluster utility, to which the test adds a node."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=OBJECT_STORE, include_dashboard=False))
+    cluster = Cluster(
+        initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=OBJECT_STORE, include_dashboard=False)
+    )
     try:
         yield cluster
     finally:
@@ -182,8 +210,22 @@ def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(loc
 
 def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     address = ray_head
-    args = ["produce", "--count", "900", "--categories", ",".join(CATS), "--seed", "5", "--fast", "--batch-size", "8",
-            "--shard-rows", "40", "--no-jsonl", "--no-progress"]
+    args = [
+        "produce",
+        "--count",
+        "900",
+        "--categories",
+        ",".join(CATS),
+        "--seed",
+        "5",
+        "--fast",
+        "--batch-size",
+        "8",
+        "--shard-rows",
+        "40",
+        "--no-jsonl",
+        "--no-progress",
+    ]
     assert cli(*args, "--workers", "1", "--output", str(tmp_path / "ref")).returncode == 0
     out = tmp_path / "killed"
     ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
@@ -206,7 +248,9 @@ def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
             joined.append(cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE))
             cluster.wait_for_nodes()
 
-    result = produce(config, tmp_path / "ray", progress=False, executor="ray", ray_address=cluster.address, on_batch=on_batch)
+    result = produce(
+        config, tmp_path / "ray", progress=False, executor="ray", ray_address=cluster.address, on_batch=on_batch
+    )
     assert joined
     assert len(result.tasks_by_node) == 2, f"tasks per node: {dict(result.tasks_by_node)}"
     assert min(result.tasks_by_node.values()) >= 2
@@ -214,15 +258,33 @@ def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
 
 
 def test_without_ray_one_line_says_how_to_install(tmp_path):
-    code = ("import sys\nsys.modules['ray'] = None\nfrom cudagen_data.cli import app\n"
-            "app(['produce', '--count', '3', '--fast', '--executor', 'ray', '--no-progress', '--output', sys.argv[1]])\n")
+    code = (
+        "import sys\nsys.modules['ray'] = None\nfrom cudagen_data.cli import app\n"
+        "app(['produce', '--count', '3', '--fast', '--executor', 'ray', '--no-progress', '--output', sys.argv[1]])\n"
+    )
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x")], capture_output=True, text=True)
     assert res.returncode == 1
     assert res.stderr.strip() == "error: --executor ray needs Ray: pip install 'cudagen-data[ray]'"
 
 
 def test_bad_ray_address_is_one_line(tmp_path):
-    res = cli("produce", "--count", "3", "--fast", "--executor", "ray", "--ray-address", f"127.0.0.1:{_free_port()}",
-              "--no-progress", "--output", str(tmp_path / "x"), timeout=120)
+    res = cli(
+        "produce",
+        "--count",
+        "3",
+        "--fast",
+        "--executor",
+        "ray",
+        "--ray-address",
+        f"127.0.0.1:{_free_port()}",
+        "--no-progress",
+        "--output",
+        str(tmp_path / "x"),
+        timeout=120,
+    )
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines()[-1].startswith("error: --executor ray: cannot start or reach the Ray cluster at 127.0.0.1:")
+    assert (
+        res.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: --executor ray: cannot start or reach the Ray cluster at 127.0.0.1:")
+    )

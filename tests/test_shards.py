@@ -8,14 +8,13 @@ import sys
 
 import orjson
 import pytest
+from test_produce import CATS, cli, comparable, parquet_rows_of, rows_of
 
 from cudagen_data.contracts import strip_timing
 from cudagen_data.dataset import shards, store
 from cudagen_data.dataset.store import DatasetFolder
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
-
-from test_produce import CATS, cli, comparable, parquet_rows_of, rows_of
 
 CONFIG = dict(count=60, categories=CATS, seed=7, fast=True, batch_size=8, shard_rows=9)
 
@@ -41,14 +40,36 @@ def test_shards_hold_every_row_in_order_under_hub_names(reference):
     assert len(by_split["train"]) >= 5  # the run crossed several shard boundaries
     for f in parquet:
         assert f["xxh3_128"] == store.file_checksum(reference / f["path"])
-    assert sorted(p.name for p in (reference / "data").iterdir()) == sorted(os.path.basename(f["path"]) for f in parquet)
-    assert not list((reference / ".cudagen" / "spool").iterdir()) and not list((reference / ".cudagen" / "shards").iterdir())
+    assert sorted(p.name for p in (reference / "data").iterdir()) == sorted(
+        os.path.basename(f["path"]) for f in parquet
+    )
+    assert not list((reference / ".cudagen" / "spool").iterdir()) and not list(
+        (reference / ".cudagen" / "shards").iterdir()
+    )
 
 
 def test_no_jsonl_writes_the_same_shards_and_the_tools_read_them(reference, tmp_path):
     out = tmp_path / "nojsonl"
-    res = cli("produce", "--count", "60", "--categories", ",".join(CATS), "--seed", "7", "--fast", "--batch-size", "8",
-              "--shard-rows", "9", "--workers", "0", "--no-jsonl", "--no-progress", "--output", str(out))
+    res = cli(
+        "produce",
+        "--count",
+        "60",
+        "--categories",
+        ",".join(CATS),
+        "--seed",
+        "7",
+        "--fast",
+        "--batch-size",
+        "8",
+        "--shard-rows",
+        "9",
+        "--workers",
+        "0",
+        "--no-jsonl",
+        "--no-progress",
+        "--output",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     assert not (out / "jsonl").exists()
     a, b = comparable(reference), comparable(out)
@@ -66,7 +87,9 @@ def test_no_jsonl_writes_the_same_shards_and_the_tools_read_them(reference, tmp_
             assert f["path"] in res.stdout
     script = "import sys, datasets\nd = datasets.load_dataset(sys.argv[1], cache_dir=sys.argv[2])\nprint({k: v.num_rows for k, v in d.items()})\n"
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    res = subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     stats = orjson.loads((out / "stats.json").read_bytes())
     assert eval(res.stdout.strip().splitlines()[-1]) == {s: n for s, n in stats["by_split"].items() if n}
@@ -76,7 +99,9 @@ class Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize("point", ["before_shard", "after_shard_before_state", "after_state_before_unlink", "in_finish"])
+@pytest.mark.parametrize(
+    "point", ["before_shard", "after_shard_before_state", "after_state_before_unlink", "in_finish"]
+)
 def test_a_crash_inside_a_commit_resumes_to_the_same_output(reference, tmp_path, monkeypatch, point):
     """Stop the run at each step of a commit that fills a spool (and inside finish) and
     restart: the folder must come out as the uninterrupted run's."""
@@ -119,8 +144,24 @@ def test_a_crash_inside_a_commit_resumes_to_the_same_output(reference, tmp_path,
 def test_an_older_run_state_is_refused_with_one_line(tmp_path):
     out = tmp_path / "old"
     (out / ".cudagen").mkdir(parents=True)
-    (out / ".cudagen" / "state.json").write_bytes(orjson.dumps({"fingerprint": "x", "next_batch": 3, "sizes": {}, "tally": {}, "preambles": {}, "complete": False}))
-    res = cli("produce", "--count", "5", "--categories", CATS[0], "--fast", "--workers", "0", "--no-progress", "--output", str(out))
+    (out / ".cudagen" / "state.json").write_bytes(
+        orjson.dumps(
+            {"fingerprint": "x", "next_batch": 3, "sizes": {}, "tally": {}, "preambles": {}, "complete": False}
+        )
+    )
+    res = cli(
+        "produce",
+        "--count",
+        "5",
+        "--categories",
+        CATS[0],
+        "--fast",
+        "--workers",
+        "0",
+        "--no-progress",
+        "--output",
+        str(out),
+    )
     assert res.returncode == 1 and "older cudagen-data" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
 

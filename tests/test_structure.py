@@ -13,7 +13,17 @@ import pytest
 
 import cudagen_data
 from cudagen_data.bisect import bisect_failures, halves
-from cudagen_data.contracts import ROW_SCHEMA, SPLITS, FileEntry, Manifest, ManifestError, Reject, RejectReason, Row, RunStats
+from cudagen_data.contracts import (
+    ROW_SCHEMA,
+    SPLITS,
+    FileEntry,
+    Manifest,
+    ManifestError,
+    Reject,
+    RejectReason,
+    Row,
+    RunStats,
+)
 from cudagen_data.contracts.row import COLUMN_DOCS, SUBFIELD_DOCS
 from cudagen_data.stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, GradientCheckStage
 from cudagen_data.stages.dedup import DedupStage
@@ -28,7 +38,9 @@ def _imports_warp_internals(path: Path) -> list[str]:
         if isinstance(node, ast.Import):
             found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith("warp._src")]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("warp._src") or (node.module == "warp" and any(a.name == "_src" for a in node.names)):
+            if node.module.startswith("warp._src") or (
+                node.module == "warp" and any(a.name == "_src" for a in node.names)
+            ):
                 found.append(f"line {node.lineno}: from {node.module} import ...")
         elif isinstance(node, ast.Attribute) and node.attr == "_src":
             found.append(f"line {node.lineno}: attribute ._src")
@@ -46,7 +58,12 @@ def test_only_the_warp_boundary_touches_warp_internals():
 
 def test_the_scan_sees_every_form_of_import(tmp_path):
     # The check above must be able to fail: each form of reaching warp._src is caught.
-    for text in ("import warp._src.context", "from warp._src import codegen", "from warp import _src", "import warp as wp\nx = wp._src.context"):
+    for text in (
+        "import warp._src.context",
+        "from warp._src import codegen",
+        "from warp import _src",
+        "import warp as wp\nx = wp._src.context",
+    ):
         p = tmp_path / "m.py"
         p.write_text(text)
         assert _imports_warp_internals(p), text
@@ -75,7 +92,9 @@ def test_row_serializes_in_column_order():
 
 
 def test_every_reason_has_one_owning_stage():
-    stages = {s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, GradientCheckStage, DedupStage)}
+    stages = {
+        s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, GradientCheckStage, DedupStage)
+    }
     for reason in RejectReason:
         assert reason.stage in stages, reason
     owned = [r for s in stages.values() for r in s.reasons]
@@ -105,7 +124,13 @@ def test_pass_rates_come_from_stage_counters():
 
 
 def test_manifest_parser_names_the_problem(tmp_path):
-    good = Manifest(config={}, versions={}, command="c", preambles={}, files=[FileEntry("data/train-00000-of-00001.parquet", "train", 3, "ab")])
+    good = Manifest(
+        config={},
+        versions={},
+        command="c",
+        preambles={},
+        files=[FileEntry("data/train-00000-of-00001.parquet", "train", 3, "ab")],
+    )
     assert Manifest.from_dict(orjson.loads(orjson.dumps(good.to_dict()))) == good
     with pytest.raises(ManifestError, match="not found"):
         Manifest.read(tmp_path)
@@ -144,7 +169,16 @@ def test_dedup_reject_matches_the_reject_contract():
     assert dedup.check(first, 0) is None
     reject = dedup.check(second, 1)
     assert isinstance(reject, Reject) and reject.reason is RejectReason.DUPLICATE_PYTHON
-    assert list(orjson.loads(orjson.dumps(reject))) == ["slot", "category", "index", "kernel_name", "reason", "detail", "log", "python_source"]
+    assert list(orjson.loads(orjson.dumps(reject))) == [
+        "slot",
+        "category",
+        "index",
+        "kernel_name",
+        "reason",
+        "detail",
+        "log",
+        "python_source",
+    ]
 
 
 def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
@@ -182,7 +216,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[m] = 1
         for d in sorted(graph[m]):
             if state.get(d) == 1:
-                found.append(stack[stack.index(d):] + [d])
+                found.append(stack[stack.index(d) :] + [d])
             elif d not in state:
                 visit(d, stack + [d])
         state[m] = 2
@@ -213,9 +247,13 @@ def test_nvrtc_named_arguments_match_warps_c_signature():
     argtypes = runtime.core.wp_cuda_compile_program.argtypes
     args = warp_boundary.NvrtcOptions(arch=86).c_arguments("int x;", b"/inc")
     assert len(args) == len(argtypes)
-    ok, log = warp_boundary.nvrtc_compile("extern \"C\" __global__ void k(float* y) { y[0] = 1.0f; }", warp_boundary.NvrtcOptions(arch=86))
+    ok, log = warp_boundary.nvrtc_compile(
+        'extern "C" __global__ void k(float* y) { y[0] = 1.0f; }', warp_boundary.NvrtcOptions(arch=86)
+    )
     assert ok, log
-    ok, log = warp_boundary.nvrtc_compile("__global__ void k() { undefined_name; }", warp_boundary.NvrtcOptions(arch=86))
+    ok, log = warp_boundary.nvrtc_compile(
+        "__global__ void k() { undefined_name; }", warp_boundary.NvrtcOptions(arch=86)
+    )
     assert not ok and "undefined_name" in log
 
 
@@ -234,7 +272,9 @@ def test_no_module_imports_another_modules_private_names():
                     private = a.name.startswith("_") and not a.name.startswith("__")
                     is_module = (target / f"{a.name}.py").exists() or (target / a.name).is_dir()
                     if private and not is_module:
-                        offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {a.name} from {node.module}")
+                        offenders.append(
+                            f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {a.name} from {node.module}"
+                        )
     assert not offenders, "\n".join(offenders)
 
 

@@ -45,9 +45,16 @@ class Metadata:
         "Wall-clock time spent on this kernel (synthesis, codegen, checks); the only "
         "field besides `compile.time_ms` that differs between two runs with the same seed.",
     )
-    seed: int = column(pa.int64(), "The run's root seed (`--seed`); with `category` and `index` it determines the kernel.")
-    batch: int = column(pa.int64(), "Index of the batch the kernel was produced in (bookkeeping; does not affect the kernel).")
-    index: int = column(pa.int64(), "Per-category index of the kernel: the generator makes kernel `index` of `category` from the root seed.")
+    seed: int = column(
+        pa.int64(), "The run's root seed (`--seed`); with `category` and `index` it determines the kernel."
+    )
+    batch: int = column(
+        pa.int64(), "Index of the batch the kernel was produced in (bookkeeping; does not affect the kernel)."
+    )
+    index: int = column(
+        pa.int64(),
+        "Per-category index of the kernel: the generator makes kernel `index` of `category` from the root seed.",
+    )
 
 
 @dataclass
@@ -59,7 +66,10 @@ class CompileInfo:
         "Warp's options plus `--fdevice-syntax-only`) or `ptx` (Warp's full optimizing compile to machine code); "
         "`none` with `--fast`.",
     )
-    nvrtc_version: str = column(pa.string(), "NVRTC version of the check (the one Warp bundles); the options are in `manifest.json` → `compiler`.")
+    nvrtc_version: str = column(
+        pa.string(),
+        "NVRTC version of the check (the one Warp bundles); the options are in `manifest.json` → `compiler`.",
+    )
     status: str = column(pa.string(), "Compile result: `ok` (every published row compiled), `skipped` with `--fast`.")
     time_ms: float = column(pa.float64(), "Wall-clock NVRTC compile time attributed to this kernel.")
 
@@ -74,30 +84,43 @@ class GradientCheckInfo:
         "checked (`reason` says why); `unchecked`: made with `--fast`.",
     )
     reason: str = column(pa.string(), "Why the row is forward-only or unverified; empty when verified.")
-    precision: str = column(pa.string(), "`float64` (the kernel's float64 twin) or `float32` (no twin); empty when no probe ran.")
-    probes: int = column(pa.int32(), "Probes compared: single input elements and one random direction through all float inputs.")
-    worst_rel_error: float = column(pa.float64(), "Largest relative difference between tape and finite differences over the probes.")
+    precision: str = column(
+        pa.string(), "`float64` (the kernel's float64 twin) or `float32` (no twin); empty when no probe ran."
+    )
+    probes: int = column(
+        pa.int32(), "Probes compared: single input elements and one random direction through all float inputs."
+    )
+    worst_rel_error: float = column(
+        pa.float64(), "Largest relative difference between tape and finite differences over the probes."
+    )
 
 
 @dataclass
 class Row:
     """One published pair."""
 
-    id: str = column(pa.string(), "Stable row id, derived from the canonical Python hash: the same kernel gets the same id in every run.")
+    id: str = column(
+        pa.string(),
+        "Stable row id, derived from the canonical Python hash: the same kernel gets the same id in every run.",
+    )
     kernel_name: str = column(pa.string(), "Name of the `@wp.kernel` function.")
     category: str = column(pa.string(), "Generator category the kernel came from.")
     python_source: str = column(
         pa.string(),
         "The complete Python module: `import warp as wp`, any `@wp.func` / `@wp.struct` it uses, and the `@wp.kernel`. It runs as is.",
     )
-    cuda_forward: str = column(pa.string(), "The forward `extern \"C\" __global__` function, exactly as Warp emitted it.")
+    cuda_forward: str = column(pa.string(), 'The forward `extern "C" __global__` function, exactly as Warp emitted it.')
     cuda_backward: str = column(
-        pa.string(), "The backward (adjoint, reverse-mode) `__global__` function Warp emitted; empty only where Warp emits none."
+        pa.string(),
+        "The backward (adjoint, reverse-mode) `__global__` function Warp emitted; empty only where Warp emits none.",
     )
     metadata: Metadata = column(arrow_struct(Metadata), "Struct, fields below.")
-    difficulty: str = column(pa.string(), "Curriculum tier derived from the kernel's structure: `basic`, `intermediate` or `advanced`.")
+    difficulty: str = column(
+        pa.string(), "Curriculum tier derived from the kernel's structure: `basic`, `intermediate` or `advanced`."
+    )
     features: list[str] = column(
-        pa.list_(pa.string()), "Warp builtins and language features the kernel uses (e.g. `wp.atomic_add`, `while`, `wp.func`)."
+        pa.list_(pa.string()),
+        "Warp builtins and language features the kernel uses (e.g. `wp.atomic_add`, `while`, `wp.func`).",
     )
     device_functions: str = column(
         pa.string(),
@@ -110,16 +133,22 @@ class Row:
     )
     arg_specs: str = column(
         pa.string(),
-        "JSON list of the kernel's arguments in order: `{\"name\", \"kind\": \"array\"|\"scalar\", "
-        "\"dtype\", \"shape\", \"role\": \"in\"|\"out\"|\"inout\", \"domain\": [lo, hi]}` (inputs are drawn "
+        'JSON list of the kernel\'s arguments in order: `{"name", "kind": "array"|"scalar", '
+        '"dtype", "shape", "role": "in"|"out"|"inout", "domain": [lo, hi]}` (inputs are drawn '
         "from `domain`; `out` arrays start at zero).",
     )
     launch_dim: list[int] = column(pa.list_(pa.int32()), "The `dim` passed to `wp.launch` (or `wp.launch_tiled`).")
-    block_dim: int | None = column(pa.int32(), "Block size of a tile kernel (launched with `wp.launch_tiled`); null for ordinary kernels.")
-    test_vectors: str = column(
-        pa.string(), "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with `--fast`."
+    block_dim: int | None = column(
+        pa.int32(), "Block size of a tile kernel (launched with `wp.launch_tiled`); null for ordinary kernels."
     )
-    python_hash: str = column(pa.string(), "Hash of the canonical Python source (formatting and comments normalised); exact duplicates share it.")
+    test_vectors: str = column(
+        pa.string(),
+        "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with `--fast`.",
+    )
+    python_hash: str = column(
+        pa.string(),
+        "Hash of the canonical Python source (formatting and comments normalised); exact duplicates share it.",
+    )
     shape_hash: str = column(
         pa.string(),
         "16-hex-digit hash of the kernel's canonical shape (identifiers and numeric literals folded). "
@@ -130,7 +159,8 @@ class Row:
     warp_version: str = column(pa.string(), "Version of `warp-lang` that generated the CUDA.")
     generator_version: str = column(pa.string(), "Version of the cudagen-data generator that produced the kernel.")
     gradient_check: GradientCheckInfo = column(
-        arrow_struct(GradientCheckInfo), "What was verified about the backward (struct, fields below; see \"Verified backward\")."
+        arrow_struct(GradientCheckInfo),
+        'What was verified about the backward (struct, fields below; see "Verified backward").',
     )
 
     def to_dict(self) -> dict:
@@ -138,14 +168,24 @@ class Row:
 
     @classmethod
     def from_dict(cls, d: dict) -> Row:
-        return cls(**{**d, "metadata": Metadata(**d["metadata"]), "compile": CompileInfo(**d["compile"]),
-                      "gradient_check": GradientCheckInfo(**d["gradient_check"])})
+        return cls(
+            **{
+                **d,
+                "metadata": Metadata(**d["metadata"]),
+                "compile": CompileInfo(**d["compile"]),
+                "gradient_check": GradientCheckInfo(**d["gradient_check"]),
+            }
+        )
 
 
 ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(Row)])
 COLUMNS = tuple(ROW_SCHEMA.names)
 COLUMN_DOCS = field_docs(Row)
-SUBFIELD_DOCS = {"metadata": field_docs(Metadata), "compile": field_docs(CompileInfo), "gradient_check": field_docs(GradientCheckInfo)}
+SUBFIELD_DOCS = {
+    "metadata": field_docs(Metadata),
+    "compile": field_docs(CompileInfo),
+    "gradient_check": field_docs(GradientCheckInfo),
+}
 
 # Fields that hold wall-clock timings: the only values that may differ between two runs
 # with the same seed and version.

@@ -89,8 +89,15 @@ class RunStats:
         if reason is not None:
             self.stages[path[stop]].reject(reason)
 
-    def count_row(self, category: str, difficulty: str, split: str, forward_lines: int, backward_lines: int,
-                  gradient_status: str = "unchecked") -> None:
+    def count_row(
+        self,
+        category: str,
+        difficulty: str,
+        split: str,
+        forward_lines: int,
+        backward_lines: int,
+        gradient_status: str = "unchecked",
+    ) -> None:
         self.accepted[category] += 1
         per_status = self.gradient_check.setdefault(category, {})
         per_status[gradient_status] = per_status.get(gradient_status, 0) + 1
@@ -118,8 +125,11 @@ class RunStats:
         for d in by_cat.values():
             total.update(d)
         rows = sum(total.values())
-        return {"by_status": dict(sorted(total.items())), "by_category": by_cat,
-                "verified_rate": round(total["verified"] / rows, 4) if rows else None}
+        return {
+            "by_status": dict(sorted(total.items())),
+            "by_category": by_cat,
+            "verified_rate": round(total["verified"] / rows, 4) if rows else None,
+        }
 
     # ------------------------------------------------------------ persistence
 

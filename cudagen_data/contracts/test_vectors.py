@@ -64,7 +64,9 @@ class TestVectors:
         def enc(values: dict) -> dict[str, Encoded]:
             return {n: encode_value(by_name[n], v) for n, v in values.items()}
 
-        return cls(list(spec.launch_dim), spec.block_dim, enc(inputs), enc(outputs), enc(output_grads), enc(input_grads))
+        return cls(
+            list(spec.launch_dim), spec.block_dim, enc(inputs), enc(outputs), enc(output_grads), enc(input_grads)
+        )
 
     def to_json(self) -> str:
         return orjson.dumps(self).decode()
@@ -75,7 +77,10 @@ class TestVectors:
 
     def decoded(self) -> dict[str, dict[str, Any]]:
         """inputs / outputs / output_grads / input_grads as NumPy values."""
-        return {k: {n: decode_value(v) for n, v in getattr(self, k).items()} for k in ("inputs", "outputs", "output_grads", "input_grads")}
+        return {
+            k: {n: decode_value(v) for n, v in getattr(self, k).items()}
+            for k in ("inputs", "outputs", "output_grads", "input_grads")
+        }
 
 
 def encode_value(arg: ArgSpec, value: Any) -> Encoded:

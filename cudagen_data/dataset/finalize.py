@@ -38,7 +38,10 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | N
             files.append(FileEntry(rel, split, stats["by_split"][split], store.file_checksum(folder.path(rel))))
     # row lengths per category, from the Parquet just finished (stats.json and the card)
     parquet = [folder.path(rel) for files_of_split in split_files.values() for rel in files_of_split]
-    stats["row_length"] = {**lengths.parquet_distribution(parquet), "max_chars": getattr(config, "max_chars", lengths.DEFAULT_MAX_CHARS)}
+    stats["row_length"] = {
+        **lengths.parquet_distribution(parquet),
+        "max_chars": getattr(config, "max_chars", lengths.DEFAULT_MAX_CHARS),
+    }
     rejects = sum(stats["rejects_by_reason"].values())
     files.append(FileEntry(store.REJECTS_FILE, None, rejects, store.file_checksum(folder.path(store.REJECTS_FILE))))
     manifest = Manifest(

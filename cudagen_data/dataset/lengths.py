@@ -51,8 +51,10 @@ def parquet_distribution(paths: Iterable[Path]) -> dict:
     def pairs():
         for path in paths:
             table = pq.read_table(path, columns=["category", *LENGTH_COLUMNS])
-            total = pc.add(pc.add(pc.utf8_length(table["python_source"]), pc.utf8_length(table["cuda_forward"])),
-                           pc.utf8_length(table["cuda_backward"]))
-            yield from zip(table["category"].to_pylist(), total.to_pylist())
+            total = pc.add(
+                pc.add(pc.utf8_length(table["python_source"]), pc.utf8_length(table["cuda_forward"])),
+                pc.utf8_length(table["cuda_backward"]),
+            )
+            yield from zip(table["category"].to_pylist(), total.to_pylist(), strict=False)
 
     return distribution(pairs())

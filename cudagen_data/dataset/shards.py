@@ -103,7 +103,7 @@ def write_shard(spool: Path, target: Path) -> tuple[int, str]:
     count = 0
     with open(spool, "rb") as lines, pq.ParquetWriter(tmp, ROW_SCHEMA, compression="zstd") as writer:
         while True:
-            chunk = [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines)]
+            chunk = [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines, strict=False)]
             if not chunk:
                 break
             writer.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)
@@ -146,9 +146,11 @@ def iter_hashes(root: Path, state) -> Iterator[tuple[str, str]]:
             try:
                 pf = pq.ParquetFile(path)
             except (OSError, ValueError) as exc:
-                raise DatasetError(f"{path}: committed shard unreadable ({type(exc).__name__}); use --overwrite to start over") from None
+                raise DatasetError(
+                    f"{path}: committed shard unreadable ({type(exc).__name__}); use --overwrite to start over"
+                ) from None
             for batch in pf.iter_batches(columns=["python_hash", "cuda_hash"]):
-                yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
+                yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=False)
         spool = root / spool_path(split, len(done))
         if spool.exists():
             with open(spool, "rb") as f:
@@ -180,9 +182,13 @@ def finish(root: Path, state, save_state) -> dict[str, list[dict]]:
             if src.exists():
                 os.replace(src, dst)
             elif not dst.exists():
-                raise DatasetError(f"{dst}: committed shard missing (neither staged nor moved); use --overwrite to start over")
+                raise DatasetError(
+                    f"{dst}: committed shard missing (neither staged nor moved); use --overwrite to start over"
+                )
             names.add(dst.name)
-            out.setdefault(split, []).append({"path": final_path(split, index, total), "rows": shard["rows"], "xxh3_128": shard["xxh3_128"]})
+            out.setdefault(split, []).append(
+                {"path": final_path(split, index, total), "rows": shard["rows"], "xxh3_128": shard["xxh3_128"]}
+            )
         for old in data.glob(f"{split}-*.parquet"):
             if old.name not in names:
                 old.unlink()  # an earlier layout of this folder (e.g. before an --overwrite)

@@ -28,7 +28,6 @@ from ..contracts.manifest import SPLITS
 from . import shards
 from .files import DatasetError, atomic_write, file_checksum, write_json, write_text  # noqa: F401 - the folder's API
 
-
 STATE_DIR = ".cudagen"
 STATE_FILE = f"{STATE_DIR}/state.json"
 REJECTS_FILE = "rejects.jsonl"
@@ -85,7 +84,9 @@ class DatasetFolder:
         except (orjson.JSONDecodeError, TypeError) as exc:
             raise DatasetError(f"{p}: unreadable run state ({exc}); use --overwrite to start over") from None
         if data.get("format") != STATE_FORMAT:
-            raise DatasetError(f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use --overwrite to start over")
+            raise DatasetError(
+                f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use --overwrite to start over"
+            )
         return state
 
     def has_outputs(self) -> bool:
@@ -109,7 +110,9 @@ class DatasetFolder:
             committed = state.sizes.get(rel, 0)
             size = p.stat().st_size if p.exists() else 0
             if size < committed:
-                raise DatasetError(f"{p}: shorter than its committed size ({size} < {committed} bytes); data was lost outside this tool; use --overwrite to start over")
+                raise DatasetError(
+                    f"{p}: shorter than its committed size ({size} < {committed} bytes); data was lost outside this tool; use --overwrite to start over"
+                )
             if size > committed:
                 notes.append(f"{rel}: dropped {size - committed} uncommitted bytes (torn or unfinished batch)")
             with open(p, "ab") as f:

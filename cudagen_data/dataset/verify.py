@@ -22,14 +22,14 @@ import pyarrow as pa
 
 from .. import canonical
 from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
-from . import store
 from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_ROW_SCHEMA, ROW_SCHEMA
+from ..contracts.test_vectors import TestVectors
+from ..execution import execute_specs, forward_only_reason
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..extract.levels import COMPILE_LEVELS
 from ..pipeline.pool import WorkerLost, make_executor, run_isolated
 from ..spec import ArgSpec, KernelSpec
-from ..contracts.test_vectors import TestVectors
-from ..execution import execute_specs, forward_only_reason
+from . import store
 
 CHUNK = 100  # rows compiled and executed together
 _GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
@@ -221,6 +221,7 @@ def validate_rows(
     finally:
         executor.close(kill=True)
 
+
 def check_gradient_declaration(row: dict) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
     so in their source; every other row ships one."""
@@ -231,7 +232,9 @@ def check_gradient_declaration(row: dict) -> list[str]:
         from ..mine.rows import STATUSES as MINED_STATUSES
 
         if (status == "forward_only") != (not row["cuda_backward"]) or status not in MINED_STATUSES:
-            return [f"gradient_check.status {status!r} does not fit a mined kernel with{'out' if not row['cuda_backward'] else ''} a backward"]
+            return [
+                f"gradient_check.status {status!r} does not fit a mined kernel with{'out' if not row['cuda_backward'] else ''} a backward"
+            ]
         return []
     declared = forward_only_reason(row["python_source"])
     if status not in STATUSES or status == "mismatch":
@@ -276,20 +279,32 @@ def _crashed(item: tuple[str, dict]) -> ValidationReport:
     where, row = item
     part = ValidationReport(rows=1)
     part.by_category[row.get("category", "?")] += 1
-    part.failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), "crash", "the worker process died checking this row alone"))
+    part.failures.append(
+        RowFailure(
+            where,
+            str(row.get("id", "?")),
+            str(row.get("category", "?")),
+            "crash",
+            "the worker process died checking this row alone",
+        )
+    )
     return part
 
 
-def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: float, chunk: list[tuple[str, dict]]) -> list[ValidationReport]:
+def check_rows(
+    preambles: dict[str, str], arch: int | None, rtol: float, atol: float, chunk: list[tuple[str, dict]]
+) -> list[ValidationReport]:
     """Check a chunk of (location, row); one report per row, in order (what a worker runs)."""
     reports = [ValidationReport(rows=1) for _ in chunk]
 
     def fail(i, check, message):
         where, row = chunk[i]
-        reports[i].failures.append(RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message))
+        reports[i].failures.append(
+            RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message)
+        )
 
     runnable = []
-    for i, (where, row) in enumerate(chunk):
+    for i, (_where, row) in enumerate(chunk):
         reports[i].by_category[row.get("category", "?")] += 1
         if "__unreadable__" in row:
             fail(i, "schema", "not a JSON line")
@@ -328,10 +343,19 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
             groups.setdefault((arch or row["compile"]["arch"], level), []).append((i, row, preamble))
     for (group_arch, level), members in groups.items():
         kernels = [
-            ExtractedKernel(r["kernel_name"], "", 0, pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], r["block_dim"] or 256)
+            ExtractedKernel(
+                r["kernel_name"],
+                "",
+                0,
+                pre,
+                r["device_functions"],
+                r["cuda_forward"],
+                r["cuda_backward"],
+                r["block_dim"] or 256,
+            )
             for _, r, pre in members
         ]
-        for (i, _, _), res in zip(members, compile_units(kernels, arch=group_arch, level=level)):
+        for (i, _, _), res in zip(members, compile_units(kernels, arch=group_arch, level=level), strict=False):
             reports[i].checks_run[f"nvrtc_{level}"] += 1
             if not res.ok:
                 fail(i, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
@@ -363,17 +387,21 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
             own[k] = check_own_build(specs[k], kernel, Point(*given[k]))
 
     runs = execute_specs(specs, reference_checks={}, given=given, on_run=check_own)
-    for (i, outputs, in_grads), run in zip(recorded, runs):
+    for (i, outputs, in_grads), run in zip(recorded, runs, strict=False):
         reports[i].checks_run["cpu_execution"] += 1
         if not run.ok:
             fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
             continue
-        _compare_with_recorded(lambda m: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol)
+        _compare_with_recorded(
+            lambda m: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol
+        )
     # The gradient check again, from scratch, where the row says its backward is verified.
-    verified = [(k, spec, point, i) for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded)) if wants_check[k]]
+    verified = [
+        (k, spec, point, i) for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded, strict=False)) if wants_check[k]
+    ]
     if verified:
         todo = [v for v in verified if own.get(v[0]) is None]
-        found = dict(zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo])))
+        found = dict(zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo]), strict=False))
         for k, _, _, i in verified:
             check = own.get(k) or found[k]
             reports[i].checks_run["gradient_check"] += 1
@@ -382,7 +410,9 @@ def check_rows(preambles: dict[str, str], arch: int | None, rtol: float, atol: f
     return reports
 
 
-def _compare_with_recorded(fail, outputs: dict, in_grads: dict, got_outputs: dict, got_grads: dict, rtol: float, atol: float) -> None:
+def _compare_with_recorded(
+    fail, outputs: dict, in_grads: dict, got_outputs: dict, got_grads: dict, rtol: float, atol: float
+) -> None:
     """Report (through ``fail(message)``) every recorded output or input gradient that a re-run
     did not produce or produced differently."""
     for kind, want, got in (("output", outputs, got_outputs), ("input gradient", in_grads, got_grads)):
@@ -395,13 +425,15 @@ def _compare_with_recorded(fail, outputs: dict, in_grads: dict, got_outputs: dic
                 fail(f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
 
 
-def _rerun_real(located: list[int], chunk: list[tuple[str, dict]], reports: list[ValidationReport], fail, rtol: float, atol: float) -> None:
+def _rerun_real(
+    located: list[int], chunk: list[tuple[str, dict]], reports: list[ValidationReport], fail, rtol: float, atol: float
+) -> None:
     """Mined rows (indices into ``chunk``): found again through their provenance and re-run
     on their test vectors."""
     from ..mine.recheck import rerun_rows
 
     reruns = rerun_rows([chunk[i][1] for i in located])
-    for i, rerun in zip(located, reruns):
+    for i, rerun in zip(located, reruns, strict=False):
         row = chunk[i][1]
         if rerun.skipped:
             reports[i].checks_run["cpu_execution_skipped"] += 1
@@ -411,16 +443,24 @@ def _rerun_real(located: list[int], chunk: list[tuple[str, dict]], reports: list
             fail(i, "cpu_execution", rerun.error)
             continue
         _, outputs, _, in_grads = recorded_run(row)
-        _compare_with_recorded(lambda m: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
+        _compare_with_recorded(
+            lambda m: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol
+        )
         recorded_status = row["gradient_check"]["status"]
         if rerun.gradient_check is not None:
             reports[i].checks_run["gradient_check"] += 1
             if rerun.gradient_check["status"] != recorded_status:
-                fail(i, "gradient_check", f"recorded {recorded_status}, re-check says "
-                     f"{rerun.gradient_check['status']}: {rerun.gradient_check['reason']}")
+                fail(
+                    i,
+                    "gradient_check",
+                    f"recorded {recorded_status}, re-check says "
+                    f"{rerun.gradient_check['status']}: {rerun.gradient_check['reason']}",
+                )
 
 
-def validate_path(path: str | Path, *, arch: int | None = None, progress: bool = False, workers: int = 0) -> ValidationReport:
+def validate_path(
+    path: str | Path, *, arch: int | None = None, progress: bool = False, workers: int = 0
+) -> ValidationReport:
     """Validate a dataset folder (against its manifest) or a single .jsonl/.parquet file,
     with ``workers`` processes (0: in this process)."""
     path = Path(path)

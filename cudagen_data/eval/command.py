@@ -39,7 +39,9 @@ def load_split(dataset: Path, split: str) -> tuple[dict[str, dict], dict[str, st
         files = [dataset / f.path for f in manifest.parquet_files() if f.split == split]
         if not files:
             splits = sorted({f.split for f in manifest.files if f.split})
-            raise EvalInputError(f"--split {split}: {dataset} has no such split (it has: {', '.join(splits) or 'none'})")
+            raise EvalInputError(
+                f"--split {split}: {dataset} has no such split (it has: {', '.join(splits) or 'none'})"
+            )
         for f in files:
             if not f.exists():
                 raise EvalInputError(f"{f}: listed in the manifest but missing")
@@ -115,7 +117,7 @@ def evaluate(
             raise EvalInputError(f"--dataset {dataset}: {exc}") from None
         info = scorer.describe()
     report = EvalReport(dataset.name, split, info, env)
-    for (line, c), sc in zip(cands, scores):
+    for (line, c), sc in zip(cands, scores, strict=False):
         row = rows[c.row_id]
         report.results.append(Result(line, c.row_id, str(row.get("category")), str(row.get("difficulty")), sc))
     report.seconds = time.perf_counter() - started
@@ -137,9 +139,7 @@ def _environment(device: str) -> dict:
         except importlib.metadata.PackageNotFoundError:
             env[dist] = None
     if device.startswith("cuda"):
-        from ..gpu.recheck import describe_device
-
-        from ..gpu.recheck import GpuUnavailable
+        from ..gpu.recheck import GpuUnavailable, describe_device
 
         try:
             env.update(describe_device(device))

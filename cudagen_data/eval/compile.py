@@ -45,7 +45,11 @@ def front_end_compiler() -> tuple[Compiler, str, bool]:
         frontend.nvrtc_info(86)
     except frontend.NvrtcUnavailable as exc:
         return _warp_full, f"Warp's bundled NVRTC (full compile; front end unavailable: {exc})", False
-    return (lambda source, arch: frontend.frontend_check(source, arch=arch)), "NVRTC front end (--fdevice-syntax-only)", True
+    return (
+        (lambda source, arch: frontend.frontend_check(source, arch=arch)),
+        "NVRTC front end (--fdevice-syntax-only)",
+        True,
+    )
 
 
 FULL_COMPILER: Compiler = _warp_full
@@ -101,7 +105,9 @@ def batch_text(units: Sequence[Unit]) -> tuple[str, list[tuple[int, int]]]:
     return "\n".join(parts), ranges
 
 
-def compile_many(units: Sequence[Unit], compiler: Compiler, *, threads: int = 1, batch: int = BATCH, front_end: bool = False) -> list[Verdict]:
+def compile_many(
+    units: Sequence[Unit], compiler: Compiler, *, threads: int = 1, batch: int = BATCH, front_end: bool = False
+) -> list[Verdict]:
     """Compile every unit (batched, split on failure); one verdict per unit, in order.
     ``front_end``: the compiler is NVRTC's front end (see the comment in ``attempt``)."""
     verdicts: list[Verdict | None] = [None] * len(units)
@@ -138,12 +144,12 @@ def compile_many(units: Sequence[Unit], compiler: Compiler, *, threads: int = 1,
             clean = [Verdict(True, "", share)] * len(rest)
         else:
             clean = bisect_failures([idx[slot] for slot in rest], attempt)
-        for slot, v in zip(rest, clean):
+        for slot, v in zip(rest, clean, strict=False):
             out[slot] = v
         return out
 
     def solve(idx: list[int]) -> None:
-        for i, v in zip(idx, bisect_failures(idx, attempt)):
+        for i, v in zip(idx, bisect_failures(idx, attempt), strict=False):
             verdicts[i] = v
 
     if threads > 1 and len(jobs) > 1:
@@ -184,7 +190,11 @@ def _error_blocks(log: str) -> list[str]:
     """NVRTC's log cut into one block per diagnostic (an ``error`` line and its notes)."""
     blocks: list[str] = []
     for line in log.splitlines():
-        if not line.strip() or re.match(r"\d+ errors? detected", line.strip()) or line.startswith("Warp NVRTC compilation error"):
+        if (
+            not line.strip()
+            or re.match(r"\d+ errors? detected", line.strip())
+            or line.startswith("Warp NVRTC compilation error")
+        ):
             continue
         if ": error" in line or ": warning" in line or not blocks:
             blocks.append(line)

@@ -103,11 +103,13 @@ class Function:
     @property
     def extern_c(self) -> bool:
         q = self.qualifiers
-        return any(a == "extern" and b == '"C"' for a, b in zip(q, q[1:]))
+        return any(a == "extern" and b == '"C"' for a, b in zip(q, q[1:], strict=False))
 
     def param_types(self) -> list[str]:
         """Each parameter without its name, as normalized text (``wp::array_t<wp::float32>``)."""
-        return [" ".join(t.text for t in (p[:-1] if p and p[-1].kind == "ident" and len(p) > 1 else p)) for p in self.params]
+        return [
+            " ".join(t.text for t in (p[:-1] if p and p[-1].kind == "ident" and len(p) > 1 else p)) for p in self.params
+        ]
 
 
 _MATCH = {")": "(", "]": "[", "}": "{"}

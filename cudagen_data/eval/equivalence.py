@@ -78,7 +78,11 @@ def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     spec = ref.spec
     if edit is None:
         spec = dataclasses.replace(spec, launch_dim=widened_launch(spec.launch_dim))
-    with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+    with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
+        module,
+        kernels,
+        errors,
+    ):
         kernel = kernels[0]
         if kernel is None:
             return Verdict("unknown", f"the row's kernel does not load: {errors[0]}")
@@ -95,15 +99,21 @@ def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
                 problem = warp_boundary.build_module(module, "cpu")
             if problem is not None:
                 return Verdict("unknown", f"the edited kernel does not build on the CPU: {problem}")
-            failures = judge_kernel(ref, kernel, "cpu", bool(row["cuda_backward"]), spec=spec, guard_elements=ORACLE_GUARD_ELEMENTS)
+            failures = judge_kernel(
+                ref, kernel, "cpu", bool(row["cuda_backward"]), spec=spec, guard_elements=ORACLE_GUARD_ELEMENTS
+            )
     if failures:
         superset = edit is None and len(spec.launch_dim) > 1
-        return Verdict("observable", ("(N-D launch: a superset of the GPU's extra threads) " if superset else "") + failures[0])
+        return Verdict(
+            "observable", ("(N-D launch: a superset of the GPU's extra threads) " if superset else "") + failures[0]
+        )
     return Verdict("equivalent", "its results pass the judge on every input set and guard fill")
 
 
 def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
-    payload = orjson.dumps({"row": row, "kind": mutant.kind, "forward": mutant.forward, "stage": mutant.stage, "seed": seed})
+    payload = orjson.dumps(
+        {"row": row, "kind": mutant.kind, "forward": mutant.forward, "stage": mutant.stage, "seed": seed}
+    )
     try:
         done = subprocess.run([sys.executable, "-m", __name__], input=payload, capture_output=True, timeout=VERDICT_TIMEOUT,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
@@ -126,7 +136,9 @@ def verdicts(items: Sequence[tuple[dict, Mutant]], seed: int, workers: int | Non
 def _main() -> None:
     job = orjson.loads(sys.stdin.buffer.read())
     row = job["row"]
-    verdict = mutant_verdict(row, Mutant(job["kind"], job["forward"], job["stage"]), compute_reference(row, job["seed"]))
+    verdict = mutant_verdict(
+        row, Mutant(job["kind"], job["forward"], job["stage"]), compute_reference(row, job["seed"])
+    )
     sys.stdout.write(orjson.dumps(dataclasses.asdict(verdict)).decode() + "\n")
 
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import orjson
-from dataclasses import dataclass
 
 from ..extract import DEFAULT_BLOCK_DIM
 from .structure import StructureError, kernel_shape
@@ -51,7 +51,9 @@ _SWAPS = (("wp::add(", "wp::sub("), ("wp::sub(", "wp::add("), ("wp::min(", "wp::
 _LOOP = re.compile(r"for \(size_t _idx = (?P<start>[^;]*);\s*_idx < dim\.size;\s*_idx \+= [^\n]*\)[ \t]*(?=\n)")
 _GUARD = re.compile(r"\n[ \t]*if \(_idx >= dim\.size\) return;")
 _TID = re.compile(r"(?P<stmt>(?P<var>var_\w+) = builtin_tid1d\(\);|builtin_tid\dd\((?P<first>var_\w+)[^;]*\);)")
-_STORE = re.compile(r"(wp::(?:array_store|atomic_\w+|tile_store|tile_atomic_add)(?:<[^;()]*>)?\([^;]*?,\s*)(var_\w+)\);")
+_STORE = re.compile(
+    r"(wp::(?:array_store|atomic_\w+|tile_store|tile_atomic_add)(?:<[^;()]*>)?\([^;]*?,\s*)(var_\w+)\);"
+)
 _CONST_DECL = re.compile(r"^[ \t]*const [^;=\n]*?\b(var_\w+) =", re.M)
 _BODY_START = re.compile(r"\n[ \t]*// forward\n")
 
@@ -156,7 +158,12 @@ def memorized_outputs(row: dict) -> str | None:
     at = forward.index(store)
     line_start = forward.rfind("\n", 0, at) + 1
     indent = forward[line_start:at]
-    return forward[:at] + memo.replace("\n        ", "\n" + indent) + f"wp::array_store(var_{name}, {index}, cudagen_memo[{index}]);" + forward[at + len(store) :]
+    return (
+        forward[:at]
+        + memo.replace("\n        ", "\n" + indent)
+        + f"wp::array_store(var_{name}, {index}, cudagen_memo[{index}]);"
+        + forward[at + len(store) :]
+    )
 
 
 def _covers_whole_blocks(row: dict) -> bool:
@@ -180,7 +187,11 @@ def stale_global(forward: str) -> str | None:
 
 def timer_read(forward: str) -> str | None:
     brace = forward.find("{")
-    return forward[: brace + 1] + "\n    long long cudagen_t0 = clock64(); (void)cudagen_t0;" + forward[brace + 1 :] if brace >= 0 else None
+    return (
+        forward[: brace + 1] + "\n    long long cudagen_t0 = clock64(); (void)cudagen_t0;" + forward[brace + 1 :]
+        if brace >= 0
+        else None
+    )
 
 
 def undefined_call(forward: str) -> str | None:

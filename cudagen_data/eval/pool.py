@@ -142,7 +142,14 @@ class PoolError(RuntimeError):
 class WorkerPool:
     """``workers`` processes on ``device``, kept between calls of :meth:`run`."""
 
-    def __init__(self, device: str, workers: int, *, candidate_timeout: float = CANDIDATE_TIMEOUT, reference_timeout: float = REFERENCE_TIMEOUT):
+    def __init__(
+        self,
+        device: str,
+        workers: int,
+        *,
+        candidate_timeout: float = CANDIDATE_TIMEOUT,
+        reference_timeout: float = REFERENCE_TIMEOUT,
+    ):
         self.device = device
         self.candidate_timeout, self.reference_timeout = candidate_timeout, reference_timeout
         self.ctx = multiprocessing.get_context("spawn")
@@ -186,7 +193,11 @@ class WorkerPool:
                         raise PoolError(f"worker processes die while starting ({w.exit_reason()})")
                     queue.appendleft(Job(job.row, job.seed, left))
                 elif not w.referenced:  # the row's own kernel crashed the CPU reference run
-                    what = f"took over {self.reference_timeout:.0f} s" if w.timed_out else f"crashed its worker ({w.exit_reason()})"
+                    what = (
+                        f"took over {self.reference_timeout:.0f} s"
+                        if w.timed_out
+                        else f"crashed its worker ({w.exit_reason()})"
+                    )
                     why = f"not judged: the CPU reference run of the row's own kernel {what}"
                     for key, _, _ in left:
                         results[key] = Outcome(key, "run", False, why)

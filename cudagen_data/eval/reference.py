@@ -105,7 +105,9 @@ def compute_reference(row: dict, seed: int) -> Reference:
                 return None, f"{run32.reason}: {run32.detail}"
             s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32))
             if k64 is not None:
-                run64 = run_kernel(twin, k64, "cpu", None, widen_all(given_inputs, spec.args), widen_all(given_grads, spec.args))
+                run64 = run_kernel(
+                    twin, k64, "cpu", None, widen_all(given_inputs, spec.args), widen_all(given_grads, spec.args)
+                )
                 if run64.ok:
                     s.cpu32, s.ref64 = _flat(run32), _flat(run64)
                 else:
@@ -124,5 +126,7 @@ def compute_reference(row: dict, seed: int) -> Reference:
                 ref.sets.append(s)
                 break
         else:
-            ref.notes.append(f"no fresh inputs on which the row's kernel passes its own checks ({why}); recorded inputs only")
+            ref.notes.append(
+                f"no fresh inputs on which the row's kernel passes its own checks ({why}); recorded inputs only"
+            )
     return ref

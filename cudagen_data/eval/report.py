@@ -67,7 +67,9 @@ def metrics(results: list[Result], gpu: bool) -> dict:
         for k in KS:
             eligible = [rs for rs in by_row.values() if len(rs) >= k]
             if eligible and (k == 1 or any(len(rs) > 1 for rs in eligible)):
-                out[f"pass@{k}"] = sum(pass_at_k(len(rs), sum(_passed(r, "run") for r in rs), k) for rs in eligible) / len(eligible)
+                out[f"pass@{k}"] = sum(
+                    pass_at_k(len(rs), sum(_passed(r, "run") for r in rs), k) for rs in eligible
+                ) / len(eligible)
                 out[f"pass@{k}_rows"] = len(eligible)
     return out
 
@@ -155,9 +157,13 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
         f"  fresh inputs drawn with seed {rep.scorer['fresh_input_seed']} (secret until this report)",
     ]
     if not rep.gpu:
-        lines.append("  run stage: NOT RUN (no GPU): the ladder stops after compile; correct@1 and pass@k need --device cuda:0")
+        lines.append(
+            "  run stage: NOT RUN (no GPU): the ladder stops after compile; correct@1 and pass@k need --device cuda:0"
+        )
     ks = [k for k in KS if f"pass@{k}" in a]
-    head = f"  {'group':<22}{'rows':>6}{'cands':>7}{'struct@1':>10}{'compile@1':>10}{'correct@1':>10}" + "".join(f"{'pass@' + str(k):>9}" for k in ks)
+    head = f"  {'group':<22}{'rows':>6}{'cands':>7}{'struct@1':>10}{'compile@1':>10}{'correct@1':>10}" + "".join(
+        f"{'pass@' + str(k):>9}" for k in ks
+    )
     lines.append(head)
 
     def row(label, m):

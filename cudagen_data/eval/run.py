@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..contracts.reject import compiler_log_line, error_line
 from .. import warp_boundary
+from ..contracts.reject import compiler_log_line, error_line
+from ..execution import launch, uses_while_loop
 from ..extract import DEFAULT_BLOCK_DIM
 from ..gpu.tolerance import check_array
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
-from ..execution import launch, uses_while_loop
 from .reference import InputSet, Reference, grad_key
 
 GUARD_ELEMENTS = 256  # at least this many guard scalars on each side of every array
@@ -90,7 +90,10 @@ def compile_substituted(row: dict, forward: str, backward: str | None = None) ->
     """Without a GPU: compile the substituted module to PTX for the row's arch, as a GPU
     load would; returns the translation unit Warp compiled (tests, dry runs)."""
     arch = int(row["compile"]["arch"])
-    with substituted_module(row, forward, backward) as kernel, tempfile.TemporaryDirectory(prefix="cudagen-eval-") as tmp:
+    with (
+        substituted_module(row, forward, backward) as kernel,
+        tempfile.TemporaryDirectory(prefix="cudagen-eval-") as tmp,
+    ):
         return _guarded_build(lambda: warp_boundary.compile_module_to_ptx(kernel.module, arch, tmp))
 
 
@@ -103,7 +106,11 @@ def candidate_kernel(row: dict, forward: str, backward: str | None, device: str)
         # A kernel cache of its own: never a binary of an earlier candidate for this row.
         # As in the GPU suite: PTX for the row's arch where the driver JIT-compiles it, else CUBIN.
         with warp_boundary.fresh_kernel_cache():
-            built = _guarded_build(lambda: warp_boundary.load_module_on_gpu(kernel.module, device, block_dim=block_dim, ptx_arch=int(row["compile"]["arch"])))
+            built = _guarded_build(
+                lambda: warp_boundary.load_module_on_gpu(
+                    kernel.module, device, block_dim=block_dim, ptx_arch=int(row["compile"]["arch"])
+                )
+            )
             compiled = Path(warp_boundary.compiled_source_path(kernel.module, block_dim))
             if not compiled.exists() or forward not in compiled.read_text(encoding="utf-8"):
                 raise CandidateBuildFailed("the compiled module does not hold the candidate's text")
@@ -151,7 +158,13 @@ def _guarded(arg: ArgSpec, value: np.ndarray, device: str, requires_grad: bool, 
     full = np.empty((arg.shape[0] + 2 * g, *arg.shape[1:], *comp), dtype=np_dtype)
     full[...] = guard_value(np_dtype, fill, salt)
     full[g : g + arg.shape[0]] = value
-    buf = wp.array(full, dtype=getattr(wp, arg.dtype), shape=(arg.shape[0] + 2 * g, *arg.shape[1:]), device=device, requires_grad=requires_grad)
+    buf = wp.array(
+        full,
+        dtype=getattr(wp, arg.dtype),
+        shape=(arg.shape[0] + 2 * g, *arg.shape[1:]),
+        device=device,
+        requires_grad=requires_grad,
+    )
     view = buf[g : g + arg.shape[0]]
     if requires_grad:
         view.requires_grad = True  # Warp's slice keeps the buffer's grad (a view of it) but not the flag
@@ -204,7 +217,10 @@ def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grad
     if not backward or not output_grads or uses_while_loop(spec.python_source):
         return out
     try:
-        seeds = {views[n]: wp.array(np.ascontiguousarray(g), dtype=getattr(wp, _arg(spec, n).dtype), device=device) for n, g in output_grads.items()}
+        seeds = {
+            views[n]: wp.array(np.ascontiguousarray(g), dtype=getattr(wp, _arg(spec, n).dtype), device=device)
+            for n, g in output_grads.items()
+        }
         tape.backward(grads=seeds)
         wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
@@ -237,7 +253,9 @@ def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = F
             failures.append(f"{s.name} inputs: {kind} {name!r} was not produced")
             continue
         value, expected = got.values[key], np.asarray(expected)
-        check = check_array(name, kind, value, expected, cpu32=s.cpu32.get(key), ref64=s.ref64.get(key), native64=ref.native64)
+        check = check_array(
+            name, kind, value, expected, cpu32=s.cpu32.get(key), ref64=s.ref64.get(key), native64=ref.native64
+        )
         if not check.ok:
             failures.append(f"{s.name} inputs: {check.describe()}")
         elif _constant(value) and not _constant(expected):

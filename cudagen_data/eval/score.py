@@ -91,10 +91,14 @@ def preamble_for(row: dict, preambles: dict[str, str] | None) -> str:
         return preambles[row["preamble_hash"]]
     from ..extract import DEFAULT_BLOCK_DIM, extract_source
 
-    rep = extract_source(row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"])
+    rep = extract_source(
+        row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
+    )
     pre = rep.kernels[0].preamble if rep.kernels else None
     if pre is None or text_hash(pre) != row["preamble_hash"]:
-        raise RowProblem(f"row {row['id']}: preamble {row['preamble_hash']} is not in the manifest and not reproducible")
+        raise RowProblem(
+            f"row {row['id']}: preamble {row['preamble_hash']} is not in the manifest and not reproducible"
+        )
     return pre
 
 
@@ -118,7 +122,10 @@ class Scorer:
         self.front_end, self.front_end_name, self._threadsafe = front_end_compiler()
         if self.gpu and not self._threadsafe:
             # Without the standalone front end, the GPU build (a full compile) is the compile check.
-            self.front_end, self.front_end_name = None, f"no front-end pass ({self.front_end_name}); the GPU build decides"
+            self.front_end, self.front_end_name = (
+                None,
+                f"no front-end pass ({self.front_end_name}); the GPU build decides",
+            )
         self.threads = default_threads() if self._threadsafe else 1
         self._shapes: dict[str, tuple[KernelShape, KernelShape | None]] = {}
         self._preambles: dict[str, str] = {}  # regenerated where no manifest gave them
@@ -182,18 +189,30 @@ class Scorer:
             return StageResult("structure", False, str(exc), time.perf_counter() - t0)
         return StageResult("structure", True, "", time.perf_counter() - t0)
 
-    def score_many(self, pairs: Sequence[tuple[dict, Candidate]], preambles: dict[str, str] | None = None) -> list[Score]:
+    def score_many(
+        self, pairs: Sequence[tuple[dict, Candidate]], preambles: dict[str, str] | None = None
+    ) -> list[Score]:
         """One Score per (row, candidate), in order.  Raises RowProblem for an unusable row."""
         if self.gpu and self._isolate and self._pool is None:
             from .pool import WorkerPool
 
-            self._pool = WorkerPool(self.device, self._workers, **self._pool_options)  # workers start while the CPU stages run
+            self._pool = WorkerPool(
+                self.device, self._workers, **self._pool_options
+            )  # workers start while the CPU stages run
         scores = [Score(str(row["id"]), [self._structure(row, cand)]) for row, cand in pairs]
         units, owners = [], []
-        for i, ((row, cand), sc) in enumerate(zip(pairs, scores)):
+        for i, ((row, cand), sc) in enumerate(zip(pairs, scores, strict=False)):
             if sc.stages[0].ok:
                 backward = cand.backward if cand.backward is not None else row["cuda_backward"]
-                units.append(Unit(self._preamble(row, preambles), row["device_functions"], cand.forward, backward, int(row["compile"]["arch"])))
+                units.append(
+                    Unit(
+                        self._preamble(row, preambles),
+                        row["device_functions"],
+                        cand.forward,
+                        backward,
+                        int(row["compile"]["arch"]),
+                    )
+                )
                 owners.append(i)
         if self.front_end is not None:
             front = compile_many(units, self.front_end, threads=self.threads, front_end=self._threadsafe)
@@ -202,7 +221,7 @@ class Scorer:
         full = {}
         if not self.gpu and self.full_compile:
             passed = [k for k, v in enumerate(front) if v.ok]
-            for k, v in zip(passed, compile_many([units[k] for k in passed], FULL_COMPILER)):
+            for k, v in zip(passed, compile_many([units[k] for k in passed], FULL_COMPILER), strict=False):
                 full[k] = v
         to_run = []
         for k, i in enumerate(owners):
@@ -219,13 +238,19 @@ class Scorer:
                 to_run.append(i)  # the GPU build completes the compile stage
                 scores[i].stages.append(StageResult("compile", None, "front end passed", f.seconds))
             else:
-                scores[i].stages.append(StageResult("compile", True, "front end only (full compile skipped)", f.seconds))
+                scores[i].stages.append(
+                    StageResult("compile", True, "front end only (full compile skipped)", f.seconds)
+                )
         if self.gpu and to_run:
             self._run(pairs, scores, to_run)
         for sc in scores:
             names = [s.name for s in sc.stages]
             for name in STAGES[len(names) :]:
-                why = "an earlier stage failed" if sc.failed else ("no GPU: run with --device cuda:0" if name == "run" else "")
+                why = (
+                    "an earlier stage failed"
+                    if sc.failed
+                    else ("no GPU: run with --device cuda:0" if name == "run" else "")
+                )
                 sc.stages.append(StageResult(name, None, why))
         return scores
 

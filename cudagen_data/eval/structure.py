@@ -112,16 +112,22 @@ def _check(text: str, expected: KernelShape) -> None:
     got = tuple(k.param_types())
     if got != expected.param_types:
         if len(got) != len(expected.param_types):
-            raise StructureError(f"line {k.line}: kernel takes {len(got)} parameters, the row's kernel {len(expected.param_types)}")
-        i = next(i for i, (a, b) in enumerate(zip(got, expected.param_types)) if a != b)
-        raise StructureError(f"line {k.line}: parameter {i + 1} is `{got[i]}`, the row's kernel has `{expected.param_types[i]}`")
+            raise StructureError(
+                f"line {k.line}: kernel takes {len(got)} parameters, the row's kernel {len(expected.param_types)}"
+            )
+        i = next(i for i, (a, b) in enumerate(zip(got, expected.param_types, strict=False)) if a != b)
+        raise StructureError(
+            f"line {k.line}: parameter {i + 1} is `{got[i]}`, the row's kernel has `{expected.param_types[i]}`"
+        )
 
 
 def _check_tokens(tokens: list[Token]) -> None:
     for t in tokens:
         if t.kind == "pp":
             if not _PRAGMA_OK.match(" ".join(t.text.split())):
-                raise StructureError(f"line {t.line}: preprocessor directive `{t.text.strip()[:40]}` (only #pragma unroll is allowed)")
+                raise StructureError(
+                    f"line {t.line}: preprocessor directive `{t.text.strip()[:40]}` (only #pragma unroll is allowed)"
+                )
         elif t.kind == "ident":
             if t.text in ASM:
                 raise StructureError(f"line {t.line}: inline assembly (`{t.text}`)")
@@ -134,7 +140,9 @@ def _check_tokens(tokens: list[Token]) -> None:
             if t.text in ("__managed__", "__constant__"):
                 raise StructureError(f"line {t.line}: `{t.text}` memory outlives a launch")
         elif t.kind == "string" and _TIMER_TEXT.search(t.text):
-            raise StructureError(f"line {t.line}: names a timer register in a string ({_TIMER_TEXT.search(t.text).group(0)})")
+            raise StructureError(
+                f"line {t.line}: names a timer register in a string ({_TIMER_TEXT.search(t.text).group(0)})"
+            )
         elif t.kind == "punct" and t.text == "<<<":
             raise StructureError(f"line {t.line}: kernel launch syntax `<<<...>>>` (host code or dynamic parallelism)")
 

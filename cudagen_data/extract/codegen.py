@@ -75,7 +75,9 @@ def extract_source(
     report = ExtractReport()
     try:
         with warp_boundary.loaded_source(source) as loaded:
-            report.errors.extend(KernelError(e.line, None, warp_boundary.scrub_paths(e.message, root)) for e in loaded.errors)
+            report.errors.extend(
+                KernelError(e.line, None, warp_boundary.scrub_paths(e.message, root)) for e in loaded.errors
+            )
             for kernel in loaded.kernels():
                 try:
                     report.kernels.append(generate_cuda(kernel, block_dim=block_dim, arch=arch, root=root))
@@ -86,7 +88,9 @@ def extract_source(
     return report
 
 
-def extract_kernels(source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH) -> list[ExtractedKernel]:
+def extract_kernels(
+    source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH
+) -> list[ExtractedKernel]:
     """Like :func:`extract_source`, but any problem (or no kernel at all) raises ExtractError."""
     report = extract_source(source, block_dim=block_dim, arch=arch)
     if report.errors:
@@ -97,7 +101,9 @@ def extract_kernels(source: str, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: in
     return report.kernels
 
 
-def generate_cuda(kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH, root: str | None = None) -> ExtractedKernel:
+def generate_cuda(
+    kernel, *, block_dim: int = DEFAULT_BLOCK_DIM, arch: int = DEFAULT_ARCH, root: str | None = None
+) -> ExtractedKernel:
     """Generate CUDA for one Warp kernel object, alone in its own module."""
     emitted = warp_boundary.emit_cuda(kernel, block_dim=block_dim, arch=arch, root=root)
     return ExtractedKernel(

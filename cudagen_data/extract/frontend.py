@@ -56,7 +56,9 @@ class NvrtcInfo:
     options: tuple[str, ...]  # for the arch asked; the include path is Warp's native folder
 
 
-def warp_options(arch: int, *, include_dir: str, opt_level: int = WARP_OPT_LEVEL, precompiled_headers: bool = False) -> list[str]:
+def warp_options(
+    arch: int, *, include_dir: str, opt_level: int = WARP_OPT_LEVEL, precompiled_headers: bool = False
+) -> list[str]:
     """Warp 1.19's NVRTC options for a CUDA module (wp_cuda_compile_program and
     append_common_nvrtc_compile_options in warp/native/warp.cu: CUBIN output, not debug,
     no verify_fp, no fast math, fused multiply-add, no line info, mathdx built in).
@@ -176,7 +178,9 @@ def required_version() -> str:
     version = WARP_NVRTC_VERSIONS.get(warp_version)
     if version is None:
         known = ", ".join(f"warp-lang {w} (NVRTC {v})" for w, v in WARP_NVRTC_VERSIONS.items())
-        raise NvrtcUnavailable(f"warp-lang {warp_version}: its NVRTC version is not known to this check (known: {known}); use --compile ptx")
+        raise NvrtcUnavailable(
+            f"warp-lang {warp_version}: its NVRTC version is not known to this check (known: {known}); use --compile ptx"
+        )
     return version
 
 

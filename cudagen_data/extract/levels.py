@@ -41,7 +41,7 @@ def compile_check(cuda_source: str, *, arch: int, level: str) -> tuple[bool, str
     return warp_boundary.nvrtc_compile(cuda_source, warp_boundary.NvrtcOptions(arch=arch))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvrtc_version(level: str) -> str:
     """The NVRTC version a ``level`` check runs (a row records it)."""
     if check_level(level) == "frontend":

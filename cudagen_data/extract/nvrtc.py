@@ -29,7 +29,9 @@ class CompileResult:
     arch: int
 
 
-def nvrtc_compile(cuda_source: str, *, arch: int = DEFAULT_ARCH, opt_level: int = DEFAULT_OPT_LEVEL) -> tuple[bool, str]:
+def nvrtc_compile(
+    cuda_source: str, *, arch: int = DEFAULT_ARCH, opt_level: int = DEFAULT_OPT_LEVEL
+) -> tuple[bool, str]:
     """Compile one translation unit to PTX; returns (ok, compiler log)."""
     return warp_boundary.nvrtc_compile(cuda_source, warp_boundary.NvrtcOptions(arch=arch, optimization_level=opt_level))
 
@@ -42,10 +44,13 @@ def batch_translation_unit(kernels: Sequence[ExtractedKernel]) -> str:
     return "\n".join(parts)
 
 
-def compile_units(kernels: Sequence[ExtractedKernel], *, arch: int = DEFAULT_ARCH, level: str = "ptx") -> list[CompileResult]:
+def compile_units(
+    kernels: Sequence[ExtractedKernel], *, arch: int = DEFAULT_ARCH, level: str = "ptx"
+) -> list[CompileResult]:
     """Compile kernels batched at ``level`` (extract/levels.py), bisecting failures; one
     result per kernel, in order."""
     from .levels import compile_check
+
     results: list[CompileResult | None] = [None] * len(kernels)
     # Identical kernels share a result (two copies would also clash as extern "C" symbols).
     unique: dict[str, list[int]] = {}
@@ -67,7 +72,7 @@ def compile_units(kernels: Sequence[ExtractedKernel], *, arch: int = DEFAULT_ARC
         return [CompileResult(ok, "" if ok else log, ms, arch) for _ in idx]
 
     for idx in groups.values():
-        for i, result in zip(idx, bisect_failures(idx, attempt)):
+        for i, result in zip(idx, bisect_failures(idx, attempt), strict=False):
             results[i] = result
     for indices in unique.values():
         for i in indices[1:]:

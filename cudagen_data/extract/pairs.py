@@ -26,10 +26,14 @@ def extract_file(
     t0 = time.perf_counter()
     report = extract_source(source, arch=arch, root=root)
     per_kernel_ms = (time.perf_counter() - t0) * 1000.0 / max(len(report.kernels), 1)
-    results = compile_units(report.kernels, arch=arch, level=level) if compile_check and report.kernels else [None] * len(report.kernels)
+    results = (
+        compile_units(report.kernels, arch=arch, level=level)
+        if compile_check and report.kernels
+        else [None] * len(report.kernels)
+    )
     py_hash = canonical.python_hash(source) if report.kernels else ""
     records = []
-    for kernel, res in zip(report.kernels, results):
+    for kernel, res in zip(report.kernels, results, strict=False):
         records.append(
             ExtractRecord(
                 id=f"{py_hash}-{kernel.name}",

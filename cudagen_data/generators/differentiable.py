@@ -105,10 +105,19 @@ def _adjoint_hazard(spec: KernelSpec) -> str | None:
     for node in _walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) == "tile_full" and not _constant_value(node):
             return "wp.tile_full of a computed value has no adjoint"
-        if isinstance(node, ast.Call) and _name(node.func) == "tile_load" and node.args and \
-                {"out", "inout"} & {roles_of(spec).get(_base(node.args[0]), "")}:
-            if any(isinstance(n, ast.Call) and _name(n.func) == "tile_store" and n.args and _base(n.args[0]) == _base(node.args[0])
-                   for n in _walk(tree)):
+        if (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "tile_load"
+            and node.args
+            and {"out", "inout"} & {roles_of(spec).get(_base(node.args[0]), "")}
+        ):
+            if any(
+                isinstance(n, ast.Call)
+                and _name(n.func) == "tile_store"
+                and n.args
+                and _base(n.args[0]) == _base(node.args[0])
+                for n in _walk(tree)
+            ):
                 return f"reads output array {_base(node.args[0])!r} before overwriting it"
     consts = _constants(tree)
     roles = roles_of(spec)
@@ -170,7 +179,9 @@ class _Body:
         bounds = [self._int(a) for a in loop.iter.args]
         if any(b is None for b in bounds):
             return True
-        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) > 2 else 1)
+        start, stop, step = (
+            (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) > 2 else 1)
+        )
         return not step or len(range(start, stop, step)) > MAX_UNROLL
 
     def function(self, fn: ast.FunctionDef) -> str | None:
@@ -180,18 +191,26 @@ class _Body:
         self.selection_only = _selection_only(fn, self.parents)
         return self.block(fn.body, written=set(), component_writes={}, in_dynamic_loop=False)
 
-    def block(self, stmts: list[ast.stmt], written: set[str], component_writes: dict[str, int], in_dynamic_loop: bool) -> str | None:
+    def block(
+        self, stmts: list[ast.stmt], written: set[str], component_writes: dict[str, int], in_dynamic_loop: bool
+    ) -> str | None:
         for i, stmt in enumerate(stmts):
             # outputs read before the kernel writes them (not through an atomic)
             for node in _walk(stmt):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
                     name = _base(node)
-                    if self.roles.get(name) in ("out", "inout") and name in self.float_arrays and name not in written \
-                            and _stored_later(stmts[i:], name, node):
+                    if (
+                        self.roles.get(name) in ("out", "inout")
+                        and name in self.float_arrays
+                        and name not in written
+                        and _stored_later(stmts[i:], name, node)
+                    ):
                         return f"reads output array {name!r} before overwriting it"
             for node in _walk(stmt):
                 for t in _targets(node):
-                    if isinstance(t, ast.Subscript) or (isinstance(t, ast.Attribute) and t.attr in ("x", "y", "z", "w")):
+                    if isinstance(t, ast.Subscript) or (
+                        isinstance(t, ast.Attribute) and t.attr in ("x", "y", "z", "w")
+                    ):
                         name = _base(t)
                         if name in self.roles or name in self.params:
                             written.add(name)
@@ -293,7 +312,12 @@ def _selection_only(fn: ast.FunctionDef, parents: dict) -> set[str]:
         if isinstance(p, ast.Compare):
             return "compare", None
         parent = parents.get(n)
-        if isinstance(parent, ast.Assign) and parent.value is n and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        if (
+            isinstance(parent, ast.Assign)
+            and parent.value is n
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)
+        ):
             return "copy", parent.targets[0].id
         return "value", None
 
@@ -324,8 +348,14 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
     body_defined = _defined_first_in(loop.body)
     scalars = body.scalars
     # tile_matmul(a, b, out) adds a @ b into ``out``: a running sum carried by the loop
-    accumulated = {node.args[2].id for node in _walk(loop) if isinstance(node, ast.Call) and _name(node.func) == "tile_matmul"
-                   and len(node.args) >= 3 and isinstance(node.args[2], ast.Name)}
+    accumulated = {
+        node.args[2].id
+        for node in _walk(loop)
+        if isinstance(node, ast.Call)
+        and _name(node.func) == "tile_matmul"
+        and len(node.args) >= 3
+        and isinstance(node.args[2], ast.Name)
+    }
     carried = (assigned | accumulated) - loop_var - body_defined - body.ints  # integers carry no gradient
     carried -= body.selection_only
     for node in _walk(loop):
@@ -338,9 +368,13 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
                 if not isinstance(node.op, (ast.Add, ast.Sub)) or _mentions(value, carried):
                     return f"dynamic for loop carries {targets[0]!r} through a non-sum update"
             else:
-                ok = (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))
-                      and isinstance(value.left, ast.Name) and value.left.id == targets[0]
-                      and not _mentions(value.right, carried))
+                ok = (
+                    isinstance(value, ast.BinOp)
+                    and isinstance(value.op, (ast.Add, ast.Sub))
+                    and isinstance(value.left, ast.Name)
+                    and value.left.id == targets[0]
+                    and not _mentions(value.right, carried)
+                )
                 if not ok:
                     return f"dynamic for loop carries {targets[0]!r} through a non-sum update"
     derived = set(carried)  # the carried values, and values linear in them
@@ -348,11 +382,20 @@ def _loop_hazard(loop: ast.For, after: list[ast.stmt], body: _Body) -> str | Non
         used = {n.id for n in _walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} & derived
         if not used:
             continue
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and _linear(stmt.value, derived, scalars):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and _linear(stmt.value, derived, scalars)
+        ):
             derived.add(stmt.targets[0].id)
-        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in derived \
-                and isinstance(stmt.op, (ast.Add, ast.Sub)) and not _mentions(stmt.value, derived):
+        elif (
+            isinstance(stmt, ast.AugAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.target.id in derived
+            and isinstance(stmt.op, (ast.Add, ast.Sub))
+            and not _mentions(stmt.value, derived)
+        ):
             pass
         elif isinstance(stmt, ast.Return) and stmt.value is not None and _linear(stmt.value, derived, scalars):
             pass
@@ -398,9 +441,17 @@ def _plain_store(stmt: ast.stmt, name: set[str], scalars: set[str]) -> bool:
     ``name``, which is what Warp's backward gets wrong after a dynamic loop."""
     if isinstance(stmt, (ast.Assign, ast.AugAssign)) and all(isinstance(t, ast.Subscript) for t in _targets(stmt)):
         return _linear(stmt.value, name, scalars)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _name(stmt.value.func) in ("atomic_add", "atomic_sub"):
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and _name(stmt.value.func) in ("atomic_add", "atomic_sub")
+    ):
         return bool(stmt.value.args) and _linear(stmt.value.args[-1], name, scalars)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _name(stmt.value.func) in ("tile_store", "tile_atomic_add"):
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and _name(stmt.value.func) in ("tile_store", "tile_atomic_add")
+    ):
         return len(stmt.value.args) >= 2 and _linear(stmt.value.args[1], name, scalars)
     return False
 
@@ -413,8 +464,11 @@ def _linear(node: ast.AST, name: set[str], scalars: set[str]) -> bool:
     if isinstance(node, ast.BinOp):
         left_has, right_has = _mentions(node.left, name), _mentions(node.right, name)
         if isinstance(node.op, (ast.Add, ast.Sub)):
-            return (not left_has or _linear(node.left, name, scalars)) and (not right_has or _linear(node.right, name, scalars)) \
+            return (
+                (not left_has or _linear(node.left, name, scalars))
+                and (not right_has or _linear(node.right, name, scalars))
                 and _constant_free(node.left if not left_has else node.right, scalars, allow_any=True)
+            )
         if isinstance(node.op, ast.Mult):
             if left_has and not right_has:
                 return _linear(node.left, name, scalars) and _constant_free(node.right, scalars)
@@ -432,7 +486,12 @@ def _constant_free(node: ast.AST, scalars: set[str], allow_any: bool = False) ->
     for n in _walk(node):
         if isinstance(n, ast.Subscript):
             return False
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in scalars and n.id not in ("wp", "float", "int"):
+        if (
+            isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and n.id not in scalars
+            and n.id not in ("wp", "float", "int")
+        ):
             return False
     return True
 

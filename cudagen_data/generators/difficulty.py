@@ -54,7 +54,9 @@ def _depth(stmts: list[ast.stmt]) -> int:
         if isinstance(s, _COMPOUND):
             inner = _depth(s.body)
             if isinstance(s, ast.If):
-                inner = max(inner, _depth(s.orelse) - (1 if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If) else 0))
+                inner = max(
+                    inner, _depth(s.orelse) - (1 if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If) else 0)
+                )
             best = max(best, 1 + inner)
     return best
 
@@ -115,7 +117,10 @@ SCORING: dict[str, tuple[Score, tuple[float, float]]] = {
     "control_flow": (structure_score, (24.0, 35.5)),
     "math": (structure_score, (9.5, 16.0)),
     "atomic": (structure_score, (11.0, 18.0)),
-    **{c: (points_score, _ML_CUTS) for c in ("reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")},
+    **{
+        c: (points_score, _ML_CUTS)
+        for c in ("reduction", "scan", "stencil", "gemm", "softmax", "norm", "linear_act", "attention", "moe_routing")
+    },
 }
 DEFAULT_SCORING: tuple[Score, tuple[float, float]] = (structure_score, (11.0, 18.0))
 TIERS = ("basic", "intermediate", "advanced")

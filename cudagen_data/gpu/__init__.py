@@ -14,7 +14,7 @@ rewrite), cuda_text (byte-for-byte CUDA checks), report, command.
 """
 
 from .command import run_gpu_validation
-from .report import GpuReport, RowVerdict, format_gpu_report
 from .recheck import GpuUnavailable, gpu_validate
+from .report import GpuReport, RowVerdict, format_gpu_report
 
 __all__ = ["GpuReport", "GpuUnavailable", "RowVerdict", "format_gpu_report", "gpu_validate", "run_gpu_validation"]

@@ -23,8 +23,8 @@ def run_gpu_validation(
 ) -> int:
     from ..dataset.store import DatasetError
     from .pool import PoolError
-    from .report import format_gpu_report
     from .recheck import GpuUnavailable, gpu_validate
+    from .report import format_gpu_report
 
     try:
         report = gpu_validate(path, limit=limit, device=device, jobs=jobs, report_path=report_path, progress=progress)

@@ -29,7 +29,9 @@ def regenerate(row: dict) -> list[str]:
         from ..mine.locate import regenerate as regenerate_real
 
         return regenerate_real(row)
-    report = extract_source(row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"])
+    report = extract_source(
+        row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
+    )
     kernel = next((k for k in report.kernels if k.name == row["kernel_name"]), None)
     if kernel is None:
         why = report.errors[0].message if report.errors else f"no kernel named {row['kernel_name']!r}"

@@ -22,7 +22,9 @@ def judge(
     warp_version: str,
 ) -> RowVerdict:
     """``crashes`` maps a stage ("device", "reference") to why its worker died on this row."""
-    v = RowVerdict(pos, str(row.get("id")), str(row.get("category")), str(row.get("kernel_name")), str(row.get("warp_version")))
+    v = RowVerdict(
+        pos, str(row.get("id")), str(row.get("category")), str(row.get("kernel_name")), str(row.get("warp_version"))
+    )
     if "__unreadable__" in row:
         v.failures.append(("schema", "not a JSON line"))
         return v
@@ -30,10 +32,20 @@ def judge(
         v.failures.append(("gpu_run", f"{crashes.get('device', 'no result')} while building or running this kernel"))
         return v
     same_warp = v.warp_version == warp_version
-    v.cuda_regenerated = _text_check(v, device.regen_differs, same_warp, "cuda_regenerate",
-                                     "CUDA regenerated from python_source differs from the recorded text in: ")
-    v.cuda_compiled = _text_check(v, device.compiled_missing, same_warp, "cuda_compiled",
-                                  "the CUDA compiled for the run does not contain the recorded text of: ")
+    v.cuda_regenerated = _text_check(
+        v,
+        device.regen_differs,
+        same_warp,
+        "cuda_regenerate",
+        "CUDA regenerated from python_source differs from the recorded text in: ",
+    )
+    v.cuda_compiled = _text_check(
+        v,
+        device.compiled_missing,
+        same_warp,
+        "cuda_compiled",
+        "the CUDA compiled for the run does not contain the recorded text of: ",
+    )
     v.build = device.build
     if device.error is not None:
         v.failures.append(device.error)
@@ -55,7 +67,9 @@ def judge(
     ):
         for name, expected in recorded.items():
             if name not in got:
-                v.failures.append(("outputs" if kind == "output" else "gradients", f"{kind} {name!r} was not produced on the device"))
+                v.failures.append(
+                    ("outputs" if kind == "output" else "gradients", f"{kind} {name!r} was not produced on the device")
+                )
                 continue
             check = check_array(
                 name, kind, got[name], np.asarray(expected),

@@ -82,7 +82,9 @@ class _Worker(PipeWorker):
 
     def give(self, chunk: Chunk) -> None:
         self.chunk = chunk
-        self.send((list(chunk.items), chunk.stages))  # if it died already, the main loop sees its sentinel and requeues the chunk
+        self.send(
+            (list(chunk.items), chunk.stages)
+        )  # if it died already, the main loop sees its sentinel and requeues the chunk
 
 
 def run_inline(chunks: list[list[Item]], device: str, on_stage: OnStage) -> None:
@@ -125,7 +127,9 @@ def run_pool(
                 else:  # it never started: not the chunk's fault
                     startup_deaths += 1
                     if startup_deaths >= 2 and not any(x.ready for x in workers):
-                        raise PoolError(f"worker processes die while starting ({w.exit_reason()}); see their error output above")
+                        raise PoolError(
+                            f"worker processes die while starting ({w.exit_reason()}); see their error output above"
+                        )
                     queue.appendleft(w.chunk)
                 workers[workers.index(w)] = _Worker(ctx, device)
     finally:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
-
 from .. import __version__, warp_boundary
 from ..contracts.manifest import Manifest, ManifestError
 from ..dataset.store import DatasetError
@@ -101,7 +100,9 @@ def gpu_validate(
 
     warp_version = environment["warp"]
     for pos, row in rows.items():
-        report.rows.append(judge(pos, row, device_out.get(pos), reference_out.get(pos), crashes.get(pos, {}), warp_version))
+        report.rows.append(
+            judge(pos, row, device_out.get(pos), reference_out.get(pos), crashes.get(pos, {}), warp_version)
+        )
     report.stage_seconds = stage_seconds
     report.seconds = time.perf_counter() - started
     if report_path is not None:

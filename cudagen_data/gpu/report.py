@@ -129,11 +129,19 @@ class GpuReport:
             },
             "worst": [_array_dict(r, a) for r, a in self.worst(20)],
             "failures": [
-                {"row_id": r.row_id, "category": r.category, "kernel_name": r.kernel_name, "check": check, "message": msg}
+                {
+                    "row_id": r.row_id,
+                    "category": r.category,
+                    "kernel_name": r.kernel_name,
+                    "check": check,
+                    "message": msg,
+                }
                 for r in self.failed
                 for check, msg in r.failures
             ],
-            "drift_rows": [{"row_id": r.row_id, "warp_version": r.warp_version, "parts": r.drift} for r in self.drifted],
+            "drift_rows": [
+                {"row_id": r.row_id, "warp_version": r.warp_version, "parts": r.drift} for r in self.drifted
+            ],
         }
 
     def write_json(self, path) -> None:
@@ -158,7 +166,9 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     env = report.environment
     lines = [f"GPU validation of {report.path}"]
     if report.device == "cpu":
-        lines.append(f"  DRY RUN on the CPU (Warp {env.get('warp', '?')}): CUDA compiled to PTX and text-checked, not run; kernels ran on Warp's CPU backend")
+        lines.append(
+            f"  DRY RUN on the CPU (Warp {env.get('warp', '?')}): CUDA compiled to PTX and text-checked, not run; kernels ran on Warp's CPU backend"
+        )
     else:
         lines.append(
             f"  device: {report.device} ({env.get('device_name', '?')}, sm_{env.get('device_arch', '?')}); "
@@ -168,10 +178,14 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     width = max([len(c) for c in cats] + [8])
     lines.append("  " + "category".ljust(width) + "   rows  passed  failed  drift")
     for cat, c in cats.items():
-        lines.append(f"  {cat.ljust(width)}  {c['rows']:5d}  {c['passed']:6d}  {c['failed']:6d}  {c.get('drift', 0):5d}")
+        lines.append(
+            f"  {cat.ljust(width)}  {c['rows']:5d}  {c['passed']:6d}  {c['failed']:6d}  {c.get('drift', 0):5d}"
+        )
     d = report.to_dict()
     lines.append(f"  CUDA regenerated from python_source: {_counts(d['cuda_text']['regenerated'])}")
-    lines.append(f"  CUDA compiled for the run vs recorded: {_counts(d['cuda_text']['compiled'])}; builds: {_counts(d['cuda_text']['builds'])}")
+    lines.append(
+        f"  CUDA compiled for the run vs recorded: {_counts(d['cuda_text']['compiled'])}; builds: {_counts(d['cuda_text']['builds'])}"
+    )
     lines.append(f"  tolerance used (loosest per row): {_counts(d['tolerance']['rows_by_kind'])}")
     for why, n in list(report.twin_unavailable().items())[:4]:
         lines.append(f"    no float64 twin ({n}): {why}")
@@ -179,7 +193,9 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     if worst:
         lines.append("  closest to tolerance (ratio = error / tolerance; > 1 fails):")
         for r, a in worst:
-            lines.append(f"    {r.row_id[:16]} {r.category}/{r.kernel_name} {a.kind} {a.array!r}: abs {a.max_abs:.3g}, rel {a.max_rel:.3g}, ratio {a.ratio:.3g} ({a.tolerance})")
+            lines.append(
+                f"    {r.row_id[:16]} {r.category}/{r.kernel_name} {a.kind} {a.array!r}: abs {a.max_abs:.3g}, rel {a.max_rel:.3g}, ratio {a.ratio:.3g} ({a.tolerance})"
+            )
     fails = d["failures"]
     for f in fails[:limit]:
         lines.append(f"  FAIL {f['row_id'][:16]} [{f['category']}/{f['kernel_name']}] {f['check']}: {f['message']}")
@@ -187,11 +203,17 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
         lines.append(f"  ... and {len(fails) - limit} more failures (see the JSON report)")
     if report.drifted:
         versions = Counter(r.warp_version for r in report.drifted)
-        lines.append(f"  DRIFT {len(report.drifted)} rows: made with Warp {', '.join(versions)}, CUDA text differs under Warp {env.get('warp', '?')} (not a failure)")
+        lines.append(
+            f"  DRIFT {len(report.drifted)} rows: made with Warp {', '.join(versions)}, CUDA text differs under Warp {env.get('warp', '?')} (not a failure)"
+        )
     if report.worker_restarts:
-        lines.append(f"  worker processes restarted after a crash or a lost CUDA context: {report.worker_restarts} (the rows at fault are reported)")
+        lines.append(
+            f"  worker processes restarted after a crash or a lost CUDA context: {report.worker_restarts} (the rows at fault are reported)"
+        )
     rate = f", {len(report.rows) / report.seconds:.1f} rows/s" if report.seconds else ""
-    lines.append(f"  time: {report.seconds:.1f} s for {len(report.rows)} rows on {report.jobs or 1} worker(s){rate}; ran {report.ran}")
+    lines.append(
+        f"  time: {report.seconds:.1f} s for {len(report.rows)} rows on {report.jobs or 1} worker(s){rate}; ran {report.ran}"
+    )
     verdict = "OK" if report.ok else "FAILED"
     if report.ok and report.drifted:
         verdict = "OK (with drift)"
@@ -199,7 +221,9 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
         verdict = "FAILED: no rows found"
     elif report.ran == 0 and not report.failed:
         verdict = "FAILED: no row had test vectors to run"
-    lines.append(f"{verdict}: {len(report.rows) - len(report.failed)}/{len(report.rows)} rows passed, {len(report.failed)} failed, {len(report.drifted)} drift")
+    lines.append(
+        f"{verdict}: {len(report.rows) - len(report.failed)}/{len(report.rows)} rows passed, {len(report.failed)} failed, {len(report.drifted)} drift"
+    )
     return "\n".join(lines)
 
 

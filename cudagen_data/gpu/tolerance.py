@@ -93,7 +93,7 @@ def twin_tolerance(cpu32: np.ndarray, ref64: np.ndarray, dtype: np.dtype) -> np.
     err = np.abs(np.asarray(cpu32, dtype=np.float64) - ref64)
     err = np.where(np.isfinite(err), err, 0.0)
     # a kernel with a twin computes in float32 (or float16): at least float32's floors
-    rel, abs_ = (max(a, b) for a, b in zip(floors(dtype), FLOORS["float32"]))
+    rel, abs_ = (max(a, b) for a, b in zip(floors(dtype), FLOORS["float32"], strict=False))
     scale = float(np.max(np.abs(ref64))) if ref64.size else 0.0
     measured = float(np.max(err)) if err.size else 0.0
     return K * measured + rel * np.abs(ref64) + abs_ * scale
@@ -129,11 +129,24 @@ def check_array(
     recorded = np.asarray(recorded)
     is_float = recorded.dtype.kind == "f"
     if gpu.shape != recorded.shape:
-        return ArrayCheck(name, kind, "exact", False, float("inf"), float("inf"), float("inf"),
-                          detail=f"shape {gpu.shape} on the GPU, {recorded.shape} recorded")
+        return ArrayCheck(
+            name,
+            kind,
+            "exact",
+            False,
+            float("inf"),
+            float("inf"),
+            float("inf"),
+            detail=f"shape {gpu.shape} on the GPU, {recorded.shape} recorded",
+        )
     if not is_float:
         return _check_exact(name, kind, gpu, recorded, cpu32, ref64)
-    if ref64 is not None and cpu32 is not None and np.shape(ref64) == recorded.shape and np.shape(cpu32) == recorded.shape:
+    if (
+        ref64 is not None
+        and cpu32 is not None
+        and np.shape(ref64) == recorded.shape
+        and np.shape(cpu32) == recorded.shape
+    ):
         tolerance, tol = "float64_twin", twin_tolerance(cpu32, ref64, recorded.dtype)
     elif native64 and recorded.dtype == np.float64:
         tolerance, tol = "float64_native", native_tolerance(recorded, recorded.dtype)
@@ -148,8 +161,19 @@ def check_array(
     finite = np.isfinite(g)
     if not np.all(finite[np.isfinite(r)]):
         i = int(np.argmin(finite))
-        return ArrayCheck(name, kind, tolerance, False, float("inf"), float("inf"), float("inf"), i, float(g[i]), float(r[i]),
-                          detail=f"non-finite GPU value {g[i]} at element {i} (recorded {r[i]:.7g})")
+        return ArrayCheck(
+            name,
+            kind,
+            tolerance,
+            False,
+            float("inf"),
+            float("inf"),
+            float("inf"),
+            i,
+            float(g[i]),
+            float(r[i]),
+            detail=f"non-finite GPU value {g[i]} at element {i} (recorded {r[i]:.7g})",
+        )
     err = np.abs(g - r)
     err = np.where(np.isfinite(r), err, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -166,7 +190,9 @@ def check_array(
     return check
 
 
-def _check_exact(name, kind, gpu: np.ndarray, recorded: np.ndarray, cpu32: np.ndarray | None, ref64: np.ndarray | None) -> ArrayCheck:
+def _check_exact(
+    name, kind, gpu: np.ndarray, recorded: np.ndarray, cpu32: np.ndarray | None, ref64: np.ndarray | None
+) -> ArrayCheck:
     same = gpu == recorded
     if cpu32 is not None and ref64 is not None and np.shape(cpu32) == np.shape(ref64) == recorded.shape:
         # Where float32 and float64 pick different integers (a near tie, e.g. an argmax),

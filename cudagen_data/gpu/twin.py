@@ -25,10 +25,20 @@ import numpy as np
 from ..spec import DTYPES, ArgSpec, KernelSpec
 
 # Warp attribute names (wp.<name>) -> their float64 counterpart.
-_WIDEN: dict[str, str] = {"float32": "float64", "float16": "float64", "quat": "quatd", "quatf": "quatd", "quath": "quatd",
-                          "transform": "transformd", "transformf": "transformd", "transformh": "transformd",
-                          "spatial_vector": "spatial_vectord", "spatial_vectorf": "spatial_vectord",
-                          "spatial_matrix": "spatial_matrixd", "spatial_matrixf": "spatial_matrixd"}
+_WIDEN: dict[str, str] = {
+    "float32": "float64",
+    "float16": "float64",
+    "quat": "quatd",
+    "quatf": "quatd",
+    "quath": "quatd",
+    "transform": "transformd",
+    "transformf": "transformd",
+    "transformh": "transformd",
+    "spatial_vector": "spatial_vectord",
+    "spatial_vectorf": "spatial_vectord",
+    "spatial_matrix": "spatial_matrixd",
+    "spatial_matrixf": "spatial_matrixd",
+}
 for _n in (2, 3, 4):
     for _suffix in ("", "f", "h"):
         _WIDEN[f"vec{_n}{_suffix}"] = f"vec{_n}d"
@@ -38,17 +48,29 @@ for _n in (2, 3, 4):
 
 # ArgSpec dtypes -> their float64 counterpart (only dtypes spec.DTYPES knows).
 WIDE_DTYPE: dict[str, str] = {
-    "float16": "float64", "float32": "float64",
-    "vec2": "vec2d", "vec3": "vec3d", "vec4": "vec4d",
-    "mat22": "mat22d", "mat33": "mat33d", "mat44": "mat44d",
+    "float16": "float64",
+    "float32": "float64",
+    "vec2": "vec2d",
+    "vec3": "vec3d",
+    "vec4": "vec4d",
+    "mat22": "mat22d",
+    "mat33": "mat33d",
+    "mat44": "mat44d",
     "quat": "quatd",
 }
 
 
 # Builtins Warp 1.19 has in float32 only (warp.math helpers with float32 literals, tile
 # scans): a source using one has no twin, found here before a CPU build tries it.
-FLOAT32_ONLY = ("tile_scan_inclusive", "tile_scan_exclusive", "norm_l1", "norm_l2", "norm_huber",
-                "norm_pseudo_huber", "smooth_normalize")
+FLOAT32_ONLY = (
+    "tile_scan_inclusive",
+    "tile_scan_exclusive",
+    "norm_l1",
+    "norm_l2",
+    "norm_huber",
+    "norm_pseudo_huber",
+    "smooth_normalize",
+)
 
 
 class TwinUnavailable(Exception):
@@ -86,9 +108,16 @@ class _Widen(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Attribute) and node.func.attr in FLOAT32_ONLY:
             raise TwinUnavailable(f"wp.{node.func.attr} has no float64 version in Warp")
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("quat_identity", "transform_identity") and not node.args and not node.keywords:
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("quat_identity", "transform_identity")
+            and not node.args
+            and not node.keywords
+        ):
             self.changed = True  # the identity's dtype defaults to float32
-            return ast.copy_location(ast.Call(node.func, [], [ast.keyword("dtype", _wp_attr("float64", self._wp()))]), node)
+            return ast.copy_location(
+                ast.Call(node.func, [], [ast.keyword("dtype", _wp_attr("float64", self._wp()))]), node
+            )
         # wp.float64(2.0) needs no second wrapping (and stays readable).
         if (
             isinstance(node.func, ast.Attribute)

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ..contracts.reject import compiler_log_line, error_line
 from .. import warp_boundary
+from ..contracts.reject import compiler_log_line, error_line
+from ..dataset.verify import recorded_run, row_to_spec
+from ..execution import execute_specs, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
 from ..spec import KernelSpec
-from ..execution import execute_specs, run_kernel
-from ..dataset.verify import recorded_run, row_to_spec
 from . import cuda_text
 from .twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 
@@ -111,7 +111,10 @@ def process_chunk(rows: list[tuple[int, dict]], device: str, stages=("device", "
         for item in items:
             done.append(_safely(device_stage, item, device))
             if device.startswith("cuda") and not context_usable(device):
-                done[-1].error = ("gpu_run", f"{done[-1].error[1] + '; ' if done[-1].error else ''}this kernel left the CUDA context unusable")
+                done[-1].error = (
+                    "gpu_run",
+                    f"{done[-1].error[1] + '; ' if done[-1].error else ''}this kernel left the CUDA context unusable",
+                )
                 yield "device", done
                 yield CONTEXT_LOST, None
                 return
@@ -120,7 +123,10 @@ def process_chunk(rows: list[tuple[int, dict]], device: str, stages=("device", "
         try:
             yield "reference", reference_stage(items)
         except Exception as exc:  # noqa: BLE001 - lose the tolerance estimate, not the run
-            yield "reference", [ReferenceOutcome(item.pos, twin=f"CPU reference stage failed: {error_line(exc)}") for item in items]
+            yield (
+                "reference",
+                [ReferenceOutcome(item.pos, twin=f"CPU reference stage failed: {error_line(exc)}") for item in items],
+            )
     warp_boundary.clear_private_cache()  # every module here was built for one use: keep the disk flat
 
 
@@ -184,7 +190,9 @@ def _real_device_stage(item: _Prepared, device: str, out: DeviceOutcome) -> Devi
         return _build_and_run(item, device, out, kernel, module, release=False)
 
 
-def _build_and_run(item: _Prepared, device: str, out: DeviceOutcome, kernel, module, release: bool = True) -> DeviceOutcome:
+def _build_and_run(
+    item: _Prepared, device: str, out: DeviceOutcome, kernel, module, release: bool = True
+) -> DeviceOutcome:
     row, spec = item.row, item.spec
     block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
     arch = int(row["compile"]["arch"])
@@ -263,7 +271,7 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
     t0 = time.perf_counter()
     outcomes = [ReferenceOutcome(item.pos) for item in items]
     specs, given, owners = [], [], []
-    for item, out in zip(items, outcomes):
+    for item, out in zip(items, outcomes, strict=False):
         if item.problem:
             out.twin = item.problem
             continue
@@ -279,7 +287,10 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
             out.twin = str(exc)
             continue
         specs += [item.spec, twin]
-        given += [(item.inputs, item.output_grads), (widen_all(item.inputs, item.spec.args), widen_all(item.output_grads, item.spec.args))]
+        given += [
+            (item.inputs, item.output_grads),
+            (widen_all(item.inputs, item.spec.args), widen_all(item.output_grads, item.spec.args)),
+        ]
         owners.append(out)
     if specs:
         runs = execute_specs(specs, device="cpu", reference_checks={}, given=given)

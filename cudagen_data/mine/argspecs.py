@@ -17,8 +17,8 @@ import ast
 import textwrap
 
 from .. import warp_boundary as warp_env
-from ..warp_boundary import mining as warp_mining
 from ..spec import DTYPES, ArgSpec, is_float_dtype
+from ..warp_boundary import mining as warp_mining
 
 EXTENT = 8  # elements per array dimension and per launch dimension
 FLOAT_DOMAIN = (-1.0, 1.0)
@@ -46,9 +46,12 @@ def dtype_name(t) -> str | None:
     if scalar is None or scalar not in DTYPES or DTYPES[scalar][1]:
         return None
     shape = tuple(getattr(t, "_shape_", ()))
-    name = {"vec_t": f"vector({shape[0]},{scalar})" if len(shape) == 1 else None,
-            "mat_t": f"matrix({shape[0]},{shape[1]},{scalar})" if len(shape) == 2 else None,
-            "quat_t": f"quaternion({scalar})", "transform_t": f"transformation({scalar})"}.get(generic)
+    name = {
+        "vec_t": f"vector({shape[0]},{scalar})" if len(shape) == 1 else None,
+        "mat_t": f"matrix({shape[0]},{shape[1]},{scalar})" if len(shape) == 2 else None,
+        "quat_t": f"quaternion({scalar})",
+        "transform_t": f"transformation({scalar})",
+    }.get(generic)
     return name if name in DTYPES else None
 
 
@@ -105,7 +108,11 @@ def _add_specs(specs: list[ArgSpec], name: str, t, role: str, depth: int = 0) ->
     if dtype == "uint64":  # uint64 scalars are handles (mesh, bvh, volume ids)
         return f"{name!r}: uint64 handle (uint64)"
     if dtype is None:
-        what = "texture" if _type_name(t).startswith("Texture") else ("array of another kind" if hasattr(t, "ndim") else "another type")
+        what = (
+            "texture"
+            if _type_name(t).startswith("Texture")
+            else ("array of another kind" if hasattr(t, "ndim") else "another type")
+        )
         return f"{name!r}: {what} ({_type_name(t)})"
     domain = INT_DOMAIN if not is_float_dtype(dtype) else FLOAT_SCALAR_DOMAIN
     specs.append(ArgSpec(name, "scalar", dtype, (), "in", domain))
@@ -136,7 +143,12 @@ def launch_rank(source: str) -> int:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             func = node.value.func
-            if isinstance(func, ast.Attribute) and func.attr == "tid" or isinstance(func, ast.Name) and func.id == "tid":
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "tid"
+                or isinstance(func, ast.Name)
+                and func.id == "tid"
+            ):
                 target = node.targets[0]
                 return len(target.elts) if isinstance(target, ast.Tuple) else 1
     return 1

@@ -140,8 +140,16 @@ def _resolved(filename: str) -> str:
 def _chain(tree: ast.Module, target: KernelDef) -> list[ast.AST] | None:
     """Enclosing function/class nodes from the module down to the kernel def itself."""
     parents = _parents(tree)
-    node = next((n for n in parents if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.lineno == target.def_line and n.name == target.name), None)
+    node = next(
+        (
+            n
+            for n in parents
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.lineno == target.def_line
+            and n.name == target.name
+        ),
+        None,
+    )
     if node is None:
         return None
     chain = [node]
@@ -174,7 +182,7 @@ def replay(module: types.ModuleType, tree: ast.Module, target: KernelDef) -> tup
         return None, "definition not found"
     namespace = dict(vars(module))
     prefix = ""
-    for outer, inner in zip(chain, chain[1:]):
+    for outer, inner in zip(chain, chain[1:], strict=False):
         prefix += f"{outer.name}.<locals>." if not isinstance(outer, ast.ClassDef) else f"{outer.name}."
         if isinstance(outer, ast.ClassDef):
             continue
@@ -200,8 +208,8 @@ def _bind_defaults(fn: ast.FunctionDef, namespace: dict) -> None:
     """Parameters with a default value take it (a factory's ``dtype=wp.float32``)."""
     args = fn.args
     positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None]
     for arg, default in pairs:
         try:
             namespace[arg.arg] = eval(compile(ast.Expression(default), "<default>", "eval"), namespace)

@@ -67,7 +67,9 @@ def find_files(paths: list[str | os.PathLike] | None) -> list[SourceFile]:
             if str(f) in seen:
                 continue
             seen.add(str(f))
-            out.append(SourceFile(str(f), str(root_for_names), f.relative_to(root_for_names.parent).as_posix(), package))
+            out.append(
+                SourceFile(str(f), str(root_for_names), f.relative_to(root_for_names.parent).as_posix(), package)
+            )
     return out
 
 

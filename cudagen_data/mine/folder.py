@@ -14,12 +14,11 @@ from pathlib import Path
 
 import orjson
 
-from ..contracts.manifest import MANIFEST_FILE, FileEntry, Manifest
+from ..contracts.manifest import MANIFEST_FILE, SPLITS, FileEntry, Manifest
+from ..contracts.row import REAL_ROW_SCHEMA
 from ..dataset import store
 from ..dataset.files import atomic_write
 from ..dataset.shards import ROW_GROUP_ROWS, SHARD_ROWS
-from ..contracts.manifest import SPLITS
-from ..contracts.row import REAL_ROW_SCHEMA
 from .rows import kernel_shape_hash
 
 CONFIG = "real"
@@ -40,8 +39,15 @@ def synthetic_shapes(root: Path) -> set[str]:
     return shapes
 
 
-def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dict[str, str], stats: dict,
-               command: str, compiler: dict | None = None) -> Manifest:
+def write_real(
+    root: Path,
+    rows: list[dict],
+    rejects: list[dict],
+    preambles: dict[str, str],
+    stats: dict,
+    command: str,
+    compiler: dict | None = None,
+) -> Manifest:
     """Replace the folder's ``real`` configuration with these rows; returns the manifest.
 
     ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
@@ -63,11 +69,15 @@ def write_real(root: Path, rows: list[dict], rejects: list[dict], preambles: dic
             continue
         n_shards = -(-len(part) // SHARD_ROWS)
         for shard in range(n_shards):
-            chunk = part[shard * SHARD_ROWS:(shard + 1) * SHARD_ROWS]
+            chunk = part[shard * SHARD_ROWS : (shard + 1) * SHARD_ROWS]
             rel = f"{DATA_DIR}/{split}-{shard:05d}-of-{n_shards:05d}.parquet"
             tmp = root / (rel + ".tmp")
-            pq.write_table(pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA), tmp, compression="zstd",
-                           row_group_size=ROW_GROUP_ROWS)
+            pq.write_table(
+                pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA),
+                tmp,
+                compression="zstd",
+                row_group_size=ROW_GROUP_ROWS,
+            )
             os.replace(tmp, root / rel)
             files.append(FileEntry(rel, split, len(chunk), store.file_checksum(root / rel), CONFIG))
     rejects_data = b"".join(orjson.dumps(r) + b"\n" for r in rejects)
@@ -103,13 +113,25 @@ def render_readme(root: Path, manifest: Manifest, all_stats: dict) -> str:
         return out
 
     real_files = split_files(CONFIG)
-    real_counts = {s: sum(f.rows for f in manifest.parquet_files(CONFIG) if f.split == s) for s in SPLITS if real_files.get(s)}
+    real_counts = {
+        s: sum(f.rows for f in manifest.parquet_files(CONFIG) if f.split == s) for s in SPLITS if real_files.get(s)
+    }
     default_files = split_files("default")
     default = None
     if default_files:
         stats = {k: v for k, v in all_stats.items() if k != CONFIG}
-        default = {"manifest": manifest.to_dict(), "stats": stats, "schema": ROW_SCHEMA, "split_files": default_files,
-                   "num_bytes": split_num_bytes(root, default_files)}
-    return render_card_with_real(default=default, real_split_files=real_files, real_counts=real_counts,
-                                 real_schema=REAL_ROW_SCHEMA, real_stats=all_stats[CONFIG],
-                                 real_num_bytes=split_num_bytes(root, real_files))
+        default = {
+            "manifest": manifest.to_dict(),
+            "stats": stats,
+            "schema": ROW_SCHEMA,
+            "split_files": default_files,
+            "num_bytes": split_num_bytes(root, default_files),
+        }
+    return render_card_with_real(
+        default=default,
+        real_split_files=real_files,
+        real_counts=real_counts,
+        real_schema=REAL_ROW_SCHEMA,
+        real_stats=all_stats[CONFIG],
+        real_num_bytes=split_num_bytes(root, real_files),
+    )

@@ -66,8 +66,15 @@ def regenerate(row: dict) -> list[str] | None:
             return None
         return [f"codegen failed: {exc}"]
     emitted = generate_cuda(kernel, arch=row["compile"]["arch"], root=naming_root(src))
-    differs = [name for name, column in (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
-               if getattr(emitted, name) != row[column]]
+    differs = [
+        name
+        for name, column in (
+            ("device_functions", "device_functions"),
+            ("forward", "cuda_forward"),
+            ("backward", "cuda_backward"),
+        )
+        if getattr(emitted, name) != row[column]
+    ]
     import xxhash
 
     if xxhash.xxh3_64_hexdigest(emitted.preamble.encode()) != row["preamble_hash"]:

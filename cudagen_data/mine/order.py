@@ -118,7 +118,7 @@ def written_by_several(states: list[np.ndarray], ndim: int) -> bool:
     thread ran, then after 1, 2, ... threads (each run from the same inputs).  True if
     some element changes at more than one step."""
     counts = np.zeros(states[0].shape[:ndim], dtype=int)
-    for before, after in zip(states, states[1:]):
+    for before, after in zip(states, states[1:], strict=False):
         changed = np.asarray(before != after)
         counts += changed.reshape(changed.shape[:ndim] + (-1,)).any(axis=-1) if changed.ndim > ndim else changed
     return bool(np.any(counts > 1))
@@ -127,8 +127,19 @@ def written_by_several(states: list[np.ndarray], ndim: int) -> bool:
 # --------------------------------------------------------------------------- no run needed
 
 _CALL = re.compile(r"(?<![\w:.>])([A-Za-z_]\w*)\(")
-_NOT_CALLS = {"builtin_tid1d", "builtin_tid2d", "builtin_tid3d", "builtin_tid4d", "static_cast", "sizeof", "for", "if", "while",
-              "switch", "return"}
+_NOT_CALLS = {
+    "builtin_tid1d",
+    "builtin_tid2d",
+    "builtin_tid3d",
+    "builtin_tid4d",
+    "static_cast",
+    "sizeof",
+    "for",
+    "if",
+    "while",
+    "switch",
+    "return",
+}
 _OWN_USE = r"wp::(?:address|index|array_store)\({var}, ([^;]*?)\)"
 
 

@@ -66,11 +66,18 @@ def _worker_main(conn: Connection, options: Options) -> None:
         if bundle is None:
             return
         try:
-            for message in mine_bundle(bundle, arch=options.arch, compile_check=options.compile_check,
-                                       compile_level=options.compile_level, run=options.run):
+            for message in mine_bundle(
+                bundle,
+                arch=options.arch,
+                compile_check=options.compile_check,
+                compile_level=options.compile_level,
+                run=options.run,
+            ):
                 conn.send(message)
         except BaseException as exc:  # noqa: BLE001 - reported; the parent gives the bundle's files up
-            conn.send(("error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+            conn.send(
+                ("error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+            )
         conn.send(("done", None))
 
 
@@ -96,7 +103,9 @@ class _Worker(PipeWorker):
         self.conn.send([r.src for r in bundle])
 
 
-def bundles(files: list[SourceFile], max_files: int = BUNDLE_FILES, max_defs: int = BUNDLE_DEFS) -> list[list[SourceFile]]:
+def bundles(
+    files: list[SourceFile], max_files: int = BUNDLE_FILES, max_defs: int = BUNDLE_DEFS
+) -> list[list[SourceFile]]:
     """Consecutive files grouped until they declare ``max_defs`` kernels (a big file alone)."""
     import ast
 
@@ -215,8 +224,15 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
                     result.not_run.setdefault(i, f"runs stopped: {detail}")
         return bundle
     blamed = bundle[w.pos]
-    blamed.rejects.append(Reject(blamed.src.relpath, 0, "", "timeout" if how == "timeout" else "crash",
-                                 f"{detail} while {'compiling' if w.in_compile else 'importing or generating'}"))
+    blamed.rejects.append(
+        Reject(
+            blamed.src.relpath,
+            0,
+            "",
+            "timeout" if how == "timeout" else "crash",
+            f"{detail} while {'compiling' if w.in_compile else 'importing or generating'}",
+        )
+    )
     for other in bundle:
         if other is not blamed:
             queue.append([FileResult(other.src)])

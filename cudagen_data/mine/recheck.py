@@ -46,12 +46,16 @@ def rerun_rows(rows: list[dict], user_root=None) -> list[Rerun]:
         return out
     with warp_mining.cpu_module_of(kernels, optimization_level=execution.CPU_OPT_LEVEL) as module:
         error = execution_build(module)
-        for i, kernel in zip(picked, kernels):
+        for i, kernel in zip(picked, kernels, strict=False):
             if error is not None:
                 out[i] = Rerun(error=f"CPU build failed: {error.split(' | ')[0]}")
                 continue
             run, check = run_row(rows[i], kernel, "cpu", with_check=True)
-            out[i] = Rerun(outputs=run.outputs, input_grads=run.input_grads, gradient_check=check) if run.ok else Rerun(error=run.detail)
+            out[i] = (
+                Rerun(outputs=run.outputs, input_grads=run.input_grads, gradient_check=check)
+                if run.ok
+                else Rerun(error=run.detail)
+            )
     return out
 
 
@@ -65,14 +69,20 @@ def run_row(row: dict, kernel, device: str, *, with_check: bool = False):
 
     dec = TestVectors.from_json(row["test_vectors"]).decoded()
     recheck = with_check and row["gradient_check"]["status"] in ("verified", "mismatch")
-    done = run_one(_as_mined(row), kernel, 0, given=(dec["inputs"], dec["output_grads"]), device=device,
-                   check_gradients=recheck)
+    done = run_one(
+        _as_mined(row), kernel, 0, given=(dec["inputs"], dec["output_grads"]), device=device, check_gradients=recheck
+    )
     if done.test_vectors is None:
         result = execution.ExecutionResult(False, RejectReason.LAUNCH_ERROR, done.not_run)
     else:
         got = TestVectors(**done.test_vectors).decoded()
-        result = execution.ExecutionResult(True, inputs=dec["inputs"], outputs=got["outputs"], output_grads=dec["output_grads"],
-                                           input_grads=got["input_grads"])
+        result = execution.ExecutionResult(
+            True,
+            inputs=dec["inputs"],
+            outputs=got["outputs"],
+            output_grads=dec["output_grads"],
+            input_grads=got["input_grads"],
+        )
     return (result, done.gradient_check) if with_check else result
 
 

@@ -23,8 +23,10 @@ from .worker import MinedKernel, Reject
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
 
-GRADIENTS_UNCHECKED = ("executed, but no gradients were recorded (no float array input and output, a while loop, "
-                       "or arguments passed as struct fields or indexed/fabric arrays)")
+GRADIENTS_UNCHECKED = (
+    "executed, but no gradients were recorded (no float array input and output, a while loop, "
+    "or arguments passed as struct fields or indexed/fabric arrays)"
+)
 # Statuses a mined row may carry.  Unlike synthetic rows, a mined kernel whose adjoint
 # disagrees with finite differences is kept (it is real code) with status "mismatch".
 STATUSES = ("verified", "forward_only", "unverified", "mismatch")
@@ -34,8 +36,13 @@ def gradient_check(backward: str, vectors: dict | None, checked: dict | None = N
     """The gradient_check column of a mined row: the worker's check where it ran (float32
     on the built kernel), else honest about why none ran."""
     if not backward:
-        return {"status": "forward_only", "reason": "Warp emitted no backward (the kernel's module turns it off)",
-                "precision": "", "probes": 0, "worst_rel_error": 0.0}
+        return {
+            "status": "forward_only",
+            "reason": "Warp emitted no backward (the kernel's module turns it off)",
+            "precision": "",
+            "probes": 0,
+            "worst_rel_error": 0.0,
+        }
     if vectors and checked is not None:
         return dict(checked)
     reason = GRADIENTS_UNCHECKED if vectors else "not executed: no gradients recorded"
@@ -68,9 +75,15 @@ class Dedup:
         return None
 
 
-def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[str, str] | None = None,
-               licenses: dict[str, str] | None = None, synthetic_shapes: set[str] | None = None,
-               ratios=DEFAULT_RATIOS) -> tuple[list[dict], list[dict], dict[str, str]]:
+def build_rows(
+    results: list[FileResult],
+    *,
+    warp_version: str,
+    versions: dict[str, str] | None = None,
+    licenses: dict[str, str] | None = None,
+    synthetic_shapes: set[str] | None = None,
+    ratios=DEFAULT_RATIOS,
+) -> tuple[list[dict], list[dict], dict[str, str]]:
     """(rows with their split, rejects, preambles by hash), in a fixed order.
 
     Files are taken in path order and kernels in line order, so which of two
@@ -86,7 +99,9 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
         rejects += [reject_record(r) for r in res.rejects]
         for i, k in enumerate(res.kernels):
             if k.compile_ok is False:
-                rejects.append(reject_record(Reject(k.relpath, k.line, _named(k), "compile_failed", _first(k.compile_log))))
+                rejects.append(
+                    reject_record(Reject(k.relpath, k.line, _named(k), "compile_failed", _first(k.compile_log)))
+                )
                 continue
             executed = res.executed.get(i)
             python_hash, _ = canonical.canonical_hashes(k.python_source)
@@ -98,13 +113,19 @@ def build_rows(results: list[FileResult], *, warp_version: str, versions: dict[s
                 continue
             preamble_hash = xxhash.xxh3_64_hexdigest(k.preamble.encode())
             preambles[preamble_hash] = k.preamble
-            not_run = k.not_run or res.not_run.get(i, "") or (executed.not_run if executed else "") or \
-                ("" if executed else "not run")
+            not_run = (
+                k.not_run
+                or res.not_run.get(i, "")
+                or (executed.not_run if executed else "")
+                or ("" if executed else "not run")
+            )
             vectors = executed.test_vectors if executed is not None and executed.test_vectors else None
             specs = executed.arg_specs if executed is not None else k.arg_specs
             checked = executed.gradient_check if executed is not None else None
             grad = gradient_check(k.backward, vectors, checked)
-            row_id = python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
+            row_id = (
+                python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
+            )
             rows.append({
                 "id": row_id,
                 "kernel_name": k.kernel_name,

@@ -25,15 +25,35 @@ class MineResult:
     files: list[FileResult] = field(default_factory=list)
 
 
-def mine_paths(paths: list[str | os.PathLike] | None, *, workers: int = 2, options: Options = Options(),
-               synthetic_shapes: set[str] | None = None, ratios=None, progress=None) -> MineResult:
+def mine_paths(
+    paths: list[str | os.PathLike] | None,
+    *,
+    workers: int = 2,
+    options: Options = Options(),
+    synthetic_shapes: set[str] | None = None,
+    ratios=None,
+    progress=None,
+) -> MineResult:
     """Mine ``paths`` (the installed Warp with none); see the package docstring."""
-    return mine_sources(find_files(paths), workers=workers, options=options, synthetic_shapes=synthetic_shapes,
-                        ratios=ratios, progress=progress)
+    return mine_sources(
+        find_files(paths),
+        workers=workers,
+        options=options,
+        synthetic_shapes=synthetic_shapes,
+        ratios=ratios,
+        progress=progress,
+    )
 
 
-def mine_sources(files: list[SourceFile], *, workers: int = 2, options: Options = Options(),
-                 synthetic_shapes: set[str] | None = None, ratios=None, progress=None) -> MineResult:
+def mine_sources(
+    files: list[SourceFile],
+    *,
+    workers: int = 2,
+    options: Options = Options(),
+    synthetic_shapes: set[str] | None = None,
+    ratios=None,
+    progress=None,
+) -> MineResult:
     """Mine these files (as :func:`.discover.find_files` lists them)."""
     import warp
 
@@ -46,7 +66,9 @@ def mine_sources(files: list[SourceFile], *, workers: int = 2, options: Options 
     for res in results:
         _expand_file_rejects(res)
     kwargs = {} if ratios is None else {"ratios": ratios}
-    rows, rejects, preambles = build_rows(results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, **kwargs)
+    rows, rejects, preambles = build_rows(
+        results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, **kwargs
+    )
     stats = compute_stats(files, results, rows, rejects, time.perf_counter() - started)
     return MineResult(rows, rejects, preambles, stats, results)
 
@@ -64,12 +86,15 @@ def _expand_file_rejects(res: FileResult) -> None:
     kept = [r for r in res.rejects if r not in file_level]
     for r in file_level:
         missing = [d for d in defs if d.line not in covered]
-        kept += [Reject(r.relpath, d.line, d.qualname, r.reason, r.detail) for d in missing] or ([r] if not defs else [])
+        kept += [Reject(r.relpath, d.line, d.qualname, r.reason, r.detail) for d in missing] or (
+            [r] if not defs else []
+        )
     res.rejects = kept
 
 
-def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list[dict], rejects: list[dict],
-                  seconds: float) -> dict:
+def compute_stats(
+    files: list[SourceFile], results: list[FileResult], rows: list[dict], rejects: list[dict], seconds: float
+) -> dict:
     declared = 0
     for src in files:
         try:
@@ -81,7 +106,9 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
     checked = sum(1 for r in results for k in r.kernels if k.compile_ok is not None)
     executed = sum(1 for row in rows if row["provenance"]["executed"])
     by_reason = Counter(r["reason"] for r in rejects)
-    not_run = Counter(_reason_class(row["provenance"]["not_executed_reason"]) for row in rows if not row["provenance"]["executed"])
+    not_run = Counter(
+        _reason_class(row["provenance"]["not_executed_reason"]) for row in rows if not row["provenance"]["executed"]
+    )
     return {
         "files": len(files),
         "kernel_definitions": declared,
@@ -89,25 +116,41 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "compile_checked": checked,
         "compile_passed": compiled,
         "compile_pass_rate": round(compiled / checked, 4) if checked else None,
-        "compile_levels": dict(sorted(Counter(k.compile_level for r in results for k in r.kernels if k.compile_ok is not None).items())),
+        "compile_levels": dict(
+            sorted(Counter(k.compile_level for r in results for k in r.kernels if k.compile_ok is not None).items())
+        ),
         "rows": len(rows),
         "executed": executed,
         "executed_rate": round(executed / len(rows), 4) if rows else None,
         "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
         "rejects_by_reason": dict(sorted(by_reason.items())),
         "not_executed_by_reason": dict(sorted(not_run.items())),
-        "unfillable_arguments": dict(Counter(unfillable_kind(row["provenance"]["not_executed_reason"]) for row in rows
-                                             if row["provenance"]["not_executed_reason"].startswith("argument ")).most_common()),
+        "unfillable_arguments": dict(
+            Counter(
+                unfillable_kind(row["provenance"]["not_executed_reason"])
+                for row in rows
+                if row["provenance"]["not_executed_reason"].startswith("argument ")
+            ).most_common()
+        ),
         # executed rows that keep only part of their outputs/gradients: the rest depend on thread order
         "executed_partly_order_dependent": sum(1 for row in rows if row["provenance"]["order_dependent"]),
         # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite
         # differences (the row is kept, it is real code: filter on the status)
         "gradient_check": dict(sorted(Counter(row["gradient_check"]["status"] for row in rows).items())),
-        "adjoint_mismatch_constructs": dict(sorted(Counter(
-            _construct(row["gradient_check"]["reason"]) for row in rows if row["gradient_check"]["status"] == "mismatch").items())),
+        "adjoint_mismatch_constructs": dict(
+            sorted(
+                Counter(
+                    _construct(row["gradient_check"]["reason"])
+                    for row in rows
+                    if row["gradient_check"]["status"] == "mismatch"
+                ).items()
+            )
+        ),
         "seconds": round(seconds, 3),  # timing: differs between runs
-        "stage_seconds": {k: round(sum(r.stage_seconds.get(k, 0.0) for r in results), 3)
-                          for k in sorted({k for r in results for k in r.stage_seconds})},  # worker time, summed
+        "stage_seconds": {
+            k: round(sum(r.stage_seconds.get(k, 0.0) for r in results), 3)
+            for k in sorted({k for r in results for k in r.stage_seconds})
+        },  # worker time, summed
     }
 
 
@@ -120,8 +163,19 @@ def _reason_class(text: str) -> str:
     """A short class for a not-executed reason (the full text stays in the row)."""
     if text.startswith("argument "):
         return "argument type cannot be filled"
-    for prefix in ("outputs depend on thread order", "writes no array", "tile kernel", "run crashed", "run hung", "runs stopped", "CPU build failed",
-                   "run failed", "output ", "gradient of", "array access"):
+    for prefix in (
+        "outputs depend on thread order",
+        "writes no array",
+        "tile kernel",
+        "run crashed",
+        "run hung",
+        "runs stopped",
+        "CPU build failed",
+        "run failed",
+        "output ",
+        "gradient of",
+        "array access",
+    ):
         if text.startswith(prefix):
             return prefix
     return text or "unknown"

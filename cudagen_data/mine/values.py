@@ -15,8 +15,20 @@ from ..spec import ArgSpec, parametric_dtype
 from ..warp_boundary import mining as warp_mining
 
 FABRIC_FIRST_BUCKET = 3  # a fabric array's first bucket; the rest of the elements make the second
-_FABRIC_SCALARS = {"bool": "b", "int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1",
-                   "uint16": "u2", "uint32": "u4", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8"}
+_FABRIC_SCALARS = {
+    "bool": "b",
+    "int8": "i1",
+    "int16": "i2",
+    "int32": "i4",
+    "int64": "i8",
+    "uint8": "u1",
+    "uint16": "u2",
+    "uint32": "u4",
+    "uint64": "u8",
+    "float16": "f2",
+    "float32": "f4",
+    "float64": "f8",
+}
 
 
 def warp_value(arg: ArgSpec, value, device: str, requires_grad: bool):
@@ -55,8 +67,12 @@ def _fabric_interface(arg: ArgSpec, base) -> dict:
     for c in counts:
         pointers.append(int(base.ptr) + offset * item)
         offset += c
-    info = {"type": (True, _FABRIC_SCALARS[scalar], int(np.prod(comp)) if comp else 1, 0, role), "access": 2,
-            "pointers": pointers, "counts": counts}
+    info = {
+        "type": (True, _FABRIC_SCALARS[scalar], int(np.prod(comp)) if comp else 1, 0, role),
+        "access": 2,
+        "pointers": pointers,
+        "counts": counts,
+    }
     return {"version": 1, "device": str(base.device), "attribs": {arg.name: info}, "_ref": base}
 
 

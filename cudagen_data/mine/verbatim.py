@@ -8,9 +8,9 @@ body.  Used by the tests and by ``benchmarks/bench_mine.py --verbatim``.
 
 from __future__ import annotations
 
+from ..extract.codegen import DEFAULT_ARCH, DEFAULT_BLOCK_DIM
 from ..warp_boundary import mining as warp_mining
 from ..warp_boundary import postprocess_cuda
-from ..extract.codegen import DEFAULT_ARCH, DEFAULT_BLOCK_DIM
 from .collect import collect
 from .discover import SourceFile
 from .worker import naming_root
@@ -24,8 +24,10 @@ def module_cuda_contains(src: SourceFile, rows: list[dict], arch: int = DEFAULT_
     for f in found.found:
         if (f.line, f.qualname) in wanted:
             by_module.setdefault(id(f.kernel.module), (f.kernel.module, []))[1].append(f.kernel)
-    texts = [postprocess_cuda(warp_mining.module_cuda(kernels, block_dim=DEFAULT_BLOCK_DIM, arch=arch), naming_root(src))
-             for _, kernels in by_module.values()]
+    texts = [
+        postprocess_cuda(warp_mining.module_cuda(kernels, block_dim=DEFAULT_BLOCK_DIM, arch=arch), naming_root(src))
+        for _, kernels in by_module.values()
+    ]
     text = "\n".join(texts)
     missing = []
     for r in rows:

@@ -19,17 +19,17 @@ import numpy as np
 import orjson
 import xxhash
 
-from ..contracts.reject import error_line
 from .. import execution as execute
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
-from ..warp_boundary import mining as warp_mining
+from ..contracts.reject import error_line
 from ..extract.codegen import DEFAULT_ARCH, generate_cuda
 from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
 from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
 from ..spec import KernelSpec, is_float_dtype
+from ..warp_boundary import mining as warp_mining
 from . import argspecs, order, values
 from .collect import collect
 from .discover import SourceFile
@@ -90,8 +90,14 @@ class Executed:
     order_seconds: float = 0.0  # of the chunk's reversed runs (timing only; on its first kernel)
 
 
-def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
-                compile_level: str = DEFAULT_COMPILE_LEVEL, run: bool = True) -> Iterator[tuple[str, Any]]:
+def mine_bundle(
+    srcs: list[SourceFile],
+    *,
+    arch: int = DEFAULT_ARCH,
+    compile_check: bool = True,
+    compile_level: str = DEFAULT_COMPILE_LEVEL,
+    run: bool = True,
+) -> Iterator[tuple[str, Any]]:
     """Mine a few files; their CPU runs share builds (an LLVM build costs ~1 s whatever its size).
 
     Yields, per file: ("start", pos), ("seconds", {...}), ("kernels", (pos, kernels,
@@ -107,33 +113,48 @@ def mine_bundle(srcs: list[SourceFile], *, arch: int = DEFAULT_ARCH, compile_che
         kernels, rejects, live, seconds = prepare_file(src, arch=arch, compile_check=False, run=run)
         yield "seconds", seconds
         yield "kernels", (pos, kernels, rejects)
-        every += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live))]
+        every += [(pos, i, k, obj) for i, (k, obj) in enumerate(zip(kernels, live, strict=False))]
     if compile_check and every:
         yield "compiling", None
         clock = time.perf_counter()
         compile_kernels([e[2] for e in every], arch=arch, level=compile_level)
         yield "seconds", {"compile": time.perf_counter() - clock}
-        yield "compiled", [(e[0], e[1], e[2].compile_ok, e[2].compile_log, e[2].compile_ms, e[2].compile_level) for e in every]
+        yield (
+            "compiled",
+            [(e[0], e[1], e[2].compile_ok, e[2].compile_log, e[2].compile_ms, e[2].compile_level) for e in every],
+        )
     queue = [e for e in every if not e[2].not_run and e[2].compile_ok is not False]
     if not run or not queue:
         return
     yield "runs", None
     warp_mining.reset_process_state()  # the last file may have changed wp.config (mode, ...)
     for start in range(0, len(queue), EXECUTE_CHUNK):
-        chunk = queue[start:start + EXECUTE_CHUNK]
+        chunk = queue[start : start + EXECUTE_CHUNK]
         clock = time.perf_counter()
         done = run_chunk([c[2] for c in chunk], [c[3] for c in chunk], [c[1] for c in chunk])
-        for c, e in zip(chunk, done):
+        for c, e in zip(chunk, done, strict=False):
             e.not_run = public_text(e.not_run, srcs[c[0]])
         checks = sum(e.check_seconds for e in done)
         reversed_runs = sum(e.order_seconds for e in done)
-        yield "seconds", {"run": time.perf_counter() - clock - checks - reversed_runs, "gradcheck": checks,
-                          "thread_order": reversed_runs}
-        yield "executed", [(c[0], e) for c, e in zip(chunk, done)]
+        yield (
+            "seconds",
+            {
+                "run": time.perf_counter() - clock - checks - reversed_runs,
+                "gradcheck": checks,
+                "thread_order": reversed_runs,
+            },
+        )
+        yield "executed", [(c[0], e) for c, e in zip(chunk, done, strict=False)]
 
 
-def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bool = True,
-                 compile_level: str = DEFAULT_COMPILE_LEVEL, run: bool = True) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
+def prepare_file(
+    src: SourceFile,
+    *,
+    arch: int = DEFAULT_ARCH,
+    compile_check: bool = True,
+    compile_level: str = DEFAULT_COMPILE_LEVEL,
+    run: bool = True,
+) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
     """(kernels with CUDA and compile verdict, rejects, live kernel objects, stage seconds)."""
     seconds = {}
     clock = time.perf_counter()
@@ -163,20 +184,31 @@ def prepare_file(src: SourceFile, *, arch: int = DEFAULT_ARCH, compile_check: bo
     live: list[object] = []
     for f in found.found:
         d = defs_by_line[f.line]
-        source = textwrap.dedent("".join(lines[f.line - 1: ends.get(d.def_line, d.def_line)]))
+        source = textwrap.dedent("".join(lines[f.line - 1 : ends.get(d.def_line, d.def_line)]))
         targets = [(f.kernel, "")]
         if f.kernel.is_generic:
             targets = [(ovl, sig) for sig, ovl in f.kernel.overloads.items()]
             if not targets:
-                rejects.append(Reject(src.relpath, f.line, f.qualname, "generic_no_overloads",
-                                      "generic kernel with no wp.overload: its types are only known at launch"))
+                rejects.append(
+                    Reject(
+                        src.relpath,
+                        f.line,
+                        f.qualname,
+                        "generic_no_overloads",
+                        "generic kernel with no wp.overload: its types are only known at launch",
+                    )
+                )
         for target, sig in targets:
             t0 = time.perf_counter()
             try:
                 with warp_env.quiet_stderr():
                     ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
             except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
-                rejects.append(Reject(src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(error_line(exc), src)))
+                rejects.append(
+                    Reject(
+                        src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(error_line(exc), src)
+                    )
+                )
                 continue
             ms = (time.perf_counter() - t0) * 1000.0
             specs, why = argspecs.arg_specs(target)
@@ -213,9 +245,11 @@ def compile_kernels(kernels: list[MinedKernel], *, arch: int, level: str) -> Non
     for k in kernels:
         by_preamble.setdefault(k.preamble, []).append(k)
     for group in by_preamble.values():
-        units = [ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
-                 for k in group]
-        for k, res in zip(group, compile_units(units, arch=arch, level=level)):
+        units = [
+            ExtractedKernel(k.kernel_name, "", k.line, k.preamble, k.device_functions, k.forward, k.backward)
+            for k in group
+        ]
+        for k, res in zip(group, compile_units(units, arch=arch, level=level), strict=False):
             k.compile_ok, k.compile_log, k.compile_ms = res.ok, res.log, round(res.time_ms, 3)
             k.compile_level = level
 
@@ -268,10 +302,16 @@ def run_chunk(kernels: list[MinedKernel], live: list, indices: list[int]) -> lis
     then keep only what does not depend on thread order (:mod:`.order`)."""
     done = run_forward(kernels, live, indices)
     clock = time.perf_counter()
-    ran = [p for p, e in enumerate(done) if e.test_vectors is not None and not order.plainly_independent(
-        kernels[p].forward, [a["name"] for a in e.arg_specs if a["kind"] == "array"])]
+    ran = [
+        p
+        for p, e in enumerate(done)
+        if e.test_vectors is not None
+        and not order.plainly_independent(kernels[p].forward, [a["name"] for a in e.arg_specs if a["kind"] == "array"])
+    ]
     if ran:
-        for p, again in zip(ran, run_reversed([kernels[p] for p in ran], [live[p] for p in ran], [done[p] for p in ran])):
+        for p, again in zip(
+            ran, run_reversed([kernels[p] for p in ran], [live[p] for p in ran], [done[p] for p in ran]), strict=False
+        ):
             done[p] = keep_order_independent(done[p], again)
     if done:
         done[0].order_seconds = time.perf_counter() - clock
@@ -282,8 +322,12 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
     """The forward run, less the outputs and gradients the reversed run did not reproduce."""
     if again.test_vectors is None:
         why = again.not_run.split(": ", 1)[-1] if again.not_run.startswith("run in reverse") else again.not_run
-        return dataclasses.replace(done, test_vectors=None, gradient_check=None,
-                                   not_run=f"{order.NOT_RUN} (the run with threads reversed: {why})")
+        return dataclasses.replace(
+            done,
+            test_vectors=None,
+            gradient_check=None,
+            not_run=f"{order.NOT_RUN} (the run with threads reversed: {why})",
+        )
     dropped = order.order_dependent(done.test_vectors, again.test_vectors)
     if not dropped:
         return done
@@ -291,12 +335,22 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
     kept = order.without(done.test_vectors, dropped)
     if kept is None:
         names = ", ".join(repr(d.split(".", 1)[1]) for d in dropped if d.startswith("outputs."))
-        return dataclasses.replace(done, test_vectors=None, gradient_check=None,
-                                   not_run=f"{order.NOT_RUN}: {names} differ with the threads run in reverse")
+        return dataclasses.replace(
+            done,
+            test_vectors=None,
+            gradient_check=None,
+            not_run=f"{order.NOT_RUN}: {names} differ with the threads run in reverse",
+        )
     check = done.gradient_check
     if check is not None and any(d.startswith("input_grads.") for d in dropped):
-        check = {**check, "status": "unverified", "precision": "", "probes": 0, "worst_rel_error": 0.0,
-                 "reason": "input gradients depend on thread order: not recorded, not checked"}
+        check = {
+            **check,
+            "status": "unverified",
+            "precision": "",
+            "probes": 0,
+            "worst_rel_error": 0.0,
+            "reason": "input gradients depend on thread order: not recorded, not checked",
+        }
     return dataclasses.replace(done, test_vectors=kept, order_dependent=dropped, gradient_check=check)
 
 
@@ -333,7 +387,11 @@ def run_forward(kernels: list[MinedKernel], live: list, indices: list[int]) -> l
                 return None
             if error is not None:
                 # the build log's first line only: the rest names private cache paths
-                return [Executed(indices[pos[0]], None, kernels[pos[0]].arg_specs, f"CPU build failed: {error.split(' | ')[0]}")]
+                return [
+                    Executed(
+                        indices[pos[0]], None, kernels[pos[0]].arg_specs, f"CPU build failed: {error.split(' | ')[0]}"
+                    )
+                ]
             return [run_isolated(kernels[p], live[p], indices[p]) for p in pos]
 
     return bisect_failures(list(range(len(kernels))), attempt)
@@ -359,7 +417,7 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
             data = pickle.dumps(run_one(k, kernel, index, given, check_gradients=False if given else None))
             view = memoryview(data)
             while view:
-                view = view[os.write(write_end, view):]
+                view = view[os.write(write_end, view) :]
         finally:
             os._exit(0)
     os.close(write_end)
@@ -386,8 +444,14 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
     return Executed(index, None, k.arg_specs, f"run crashed ({how})")
 
 
-def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None, device: str = "cpu",
-            check_gradients: bool | None = None) -> Executed:
+def run_one(
+    k: MinedKernel,
+    kernel,
+    index: int,
+    given: tuple[dict, dict] | None = None,
+    device: str = "cpu",
+    check_gradients: bool | None = None,
+) -> Executed:
     """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
     gradients; judge both.  Then (by default when mining, not when re-running ``given``
     vectors) the tape gradients against finite differences, on the same built kernel."""
@@ -400,31 +464,45 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         inputs = given[0]
     # Struct fields and indexed/fabric arrays are run forward only: the tape's adjoint and
     # the gradient check launch plain arguments.
-    with_backward = bool(k.backward) and not execute.uses_while_loop(k.python_source) and not values.has_views(spec.args)
+    with_backward = (
+        bool(k.backward) and not execute.uses_while_loop(k.python_source) and not values.has_views(spec.args)
+    )
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
     made = {a.name: values.warp_value(a, inputs[a.name], device, a in grad_args) for a in spec.args}
     warp_args = {name: passed for name, (passed, _) in made.items()}
-    result = execute.ExecutionResult(False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()})
+    result = execute.ExecutionResult(
+        False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()}
+    )
     tape = wp.Tape()
     try:
         with warp_env.quiet_stderr():
             with tape:
                 execute.launch(spec, kernel, values.launch_values(kernel, spec.args, warp_args), device)
-            result.outputs = {a.name: made[a.name][1].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"}
+            result.outputs = {
+                a.name: made[a.name][1].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"
+            }
             if given is None:
                 spec = _unwritten_fields_as_inputs(spec, result)
                 if not result.outputs:
-                    return Executed(index, None, k.arg_specs, "writes no array argument: the run left every struct field unchanged")
+                    return Executed(
+                        index, None, k.arg_specs, "writes no array argument: the run left every struct field unchanged"
+                    )
             for name, out in result.outputs.items():
                 if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
                     return Executed(index, None, k.arg_specs, f"output {name!r} has non-finite values")
             if grad_args:
                 seeds = execute.draw_output_grads(spec, grad_args) if given is None else given[1]
                 if seeds:
-                    tape.backward(grads={warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, device, False)
-                                         for n, g in seeds.items()})
+                    tape.backward(
+                        grads={
+                            warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, device, False)
+                            for n, g in seeds.items()
+                        }
+                    )
                 result.output_grads = seeds
-                result.input_grads = {a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"}
+                result.input_grads = {
+                    a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"
+                }
                 for name, grad in result.input_grads.items():
                     if not np.all(np.isfinite(grad)):
                         return Executed(index, None, k.arg_specs, f"gradient of {name!r} has non-finite values")
@@ -437,18 +515,29 @@ def run_one(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None 
         try:
             racy = lost_updates(k, spec, kernel, result.inputs, set(result.outputs), device)
         except Exception as exc:  # noqa: BLE001 - a run with fewer threads that fails: not shown safe
-            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {error_line(exc)})")
+            return Executed(
+                index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {error_line(exc)})"
+            )
         for name in racy:
             del result.outputs[name]
         if racy and not result.outputs:
             names = ", ".join(repr(n) for n in racy)
-            return Executed(index, None, k.arg_specs, f"{order.NOT_RUN}: {names} stored by several threads without an atomic")
+            return Executed(
+                index, None, k.arg_specs, f"{order.NOT_RUN}: {names} stored by several threads without an atomic"
+            )
     vectors = orjson.loads(execute.test_vectors(spec, result).to_json())
     check, clock = None, time.perf_counter()
     if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
         check = gradient_check_of(spec, kernel, result, device)
-    return Executed(index, vectors, [a.to_dict() for a in spec.args], "", check, time.perf_counter() - clock,
-                    [f"outputs.{n}" for n in racy])
+    return Executed(
+        index,
+        vectors,
+        [a.to_dict() for a in spec.args],
+        "",
+        check,
+        time.perf_counter() - clock,
+        [f"outputs.{n}" for n in racy],
+    )
 
 
 def lost_updates(k: MinedKernel, spec: KernelSpec, kernel, inputs: dict, outputs: set[str], device: str) -> list[str]:
@@ -468,8 +557,12 @@ def lost_updates(k: MinedKernel, spec: KernelSpec, kernel, inputs: dict, outputs
             dim = list(spec.launch_dim)
             dim[axis] = threads
             with warp_env.quiet_stderr():
-                wp.launch(kernel, dim=dim[0] if len(dim) == 1 else tuple(dim), device=device,
-                          inputs=values.launch_values(kernel, spec.args, {n: m[0] for n, m in made.items()}))
+                wp.launch(
+                    kernel,
+                    dim=dim[0] if len(dim) == 1 else tuple(dim),
+                    device=device,
+                    inputs=values.launch_values(kernel, spec.args, {n: m[0] for n, m in made.items()}),
+                )
             for n in suspects:
                 states[n].append(made[n][1].numpy().copy())
         several |= {n for n in suspects if order.written_by_several(states[n], len(args[n].shape))}
@@ -484,7 +577,12 @@ def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
 
     args = []
     for a in spec.args:
-        if "." in a.name and a.kind == "array" and a.name in result.outputs and np.array_equal(result.outputs[a.name], result.inputs[a.name]):
+        if (
+            "." in a.name
+            and a.kind == "array"
+            and a.name in result.outputs
+            and np.array_equal(result.outputs[a.name], result.inputs[a.name])
+        ):
             del result.outputs[a.name]
             a = dataclasses.replace(a, role="in")
         args.append(a)

@@ -80,7 +80,14 @@ class ProduceConfig:
     @classmethod
     def from_dict(cls, d: dict) -> ProduceConfig:
         # folders made before compile levels existed were checked with the full compile
-        return cls(**{"compile_level": "ptx", **d, "categories": tuple(d["categories"]), "split_ratios": tuple(d["split_ratios"])})
+        return cls(
+            **{
+                "compile_level": "ptx",
+                **d,
+                "categories": tuple(d["categories"]),
+                "split_ratios": tuple(d["split_ratios"]),
+            }
+        )
 
 
 def versions() -> dict[str, str]:
@@ -103,7 +110,13 @@ def fingerprint(config: ProduceConfig) -> bytes:
 
 def command_line(config: ProduceConfig) -> str:
     """The command that reproduces ``config`` (no paths: the output folder is the default)."""
-    parts = ["cudagen produce", f"--count {config.count}", f"--seed {config.seed}", f"--categories {','.join(config.categories)}", f"--arch {config.arch}"]
+    parts = [
+        "cudagen produce",
+        f"--count {config.count}",
+        f"--seed {config.seed}",
+        f"--categories {','.join(config.categories)}",
+        f"--arch {config.arch}",
+    ]
     if config.batch_size != DEFAULT_BATCH_SIZE:
         parts.append(f"--batch-size {config.batch_size}")
     if tuple(config.split_ratios) != DEFAULT_SPLIT_RATIOS:

@@ -116,7 +116,9 @@ def run_in_fresh_process(fn: Callable, *args: Any) -> Any:
         solo.close(kill=True)
 
 
-def run_isolated(fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *args: Any, run_alone: Callable = run_in_fresh_process) -> list:
+def run_isolated(
+    fn: Callable, items: Sequence, crashed: Callable[[Any], Any], *args: Any, run_alone: Callable = run_in_fresh_process
+) -> list:
     """``fn(*args, items)`` on its own (``run_alone``: a fresh process, or a Ray task), for
     items that crashed a worker.
 

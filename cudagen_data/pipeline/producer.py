@@ -47,15 +47,26 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
     state = folder.load_state()
     if state is None:
         if folder.has_outputs():
-            raise ProduceError(f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose another --output")
-        state = RunState(fingerprint=fp, tally=RunStats.new(config.categories, SPLITS).to_json(), jsonl=config.jsonl, shard_rows=config.shard_rows)
+            raise ProduceError(
+                f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose another --output"
+            )
+        state = RunState(
+            fingerprint=fp,
+            tally=RunStats.new(config.categories, SPLITS).to_json(),
+            jsonl=config.jsonl,
+            shard_rows=config.shard_rows,
+        )
         return state, False, folder.start(state)
     if state.fingerprint != fp:
-        raise ProduceError(f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this run is ({_describe(fp)}); use --overwrite to start over, or choose another --output")
+        raise ProduceError(
+            f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this run is ({_describe(fp)}); use --overwrite to start over, or choose another --output"
+        )
     try:
         RunStats.from_json(state.tally)
     except (KeyError, TypeError):
-        raise ProduceError(f"{folder.root}: its run state was written by an older cudagen-data (no stage counters); use --overwrite to start over") from None
+        raise ProduceError(
+            f"{folder.root}: its run state was written by an older cudagen-data (no stage counters); use --overwrite to start over"
+        ) from None
     return state, True, ([] if state.complete else folder.start(state))
 
 
@@ -149,13 +160,19 @@ def produce(
             got = scheduler.next_part()
             if got is None:
                 short = [c for c in config.categories if not scheduler.full(c)]
-                raise ProduceError(f"categories {', '.join(short)} stopped yielding new valid kernels after {scheduler.max_batches} batches; see {store.REJECTS_FILE} for why")
+                raise ProduceError(
+                    f"categories {', '.join(short)} stopped yielding new valid kernels after {scheduler.max_batches} batches; see {store.REJECTS_FILE} for why"
+                )
             unit, part = got
             rows_by_split, rejects = consume(config, part, stats, dedup, scheduler.full)
             writer.add(part, rows_by_split, rejects)
             if bar is not None:
                 bar.n = sum(stats.accepted.values())
-                bar.set_postfix(rejects=sum(stats.rejects_by_reason().values()), dups=stats.stages["dedup"].entered - stats.stages["dedup"].kept, refresh=False)
+                bar.set_postfix(
+                    rejects=sum(stats.rejects_by_reason().values()),
+                    dups=stats.stages["dedup"].entered - stats.stages["dedup"].kept,
+                    refresh=False,
+                )
                 bar.refresh()
             if unit.slots.stop == config.batch_slots(unit.batch).stop:
                 writer.commit(unit.batch, elapsed_before + time.perf_counter() - started)  # whole batches only
@@ -170,7 +187,9 @@ def produce(
     return ProduceResult(folder.root, finalize(folder, config, state), notes, resumed, tasks_by_node=tasks_by_node)
 
 
-def consume(config: ProduceConfig, result: BatchResult, stats: RunStats, dedup: DedupStage, full) -> tuple[dict[str, list[Row]], list[Reject]]:
+def consume(
+    config: ProduceConfig, result: BatchResult, stats: RunStats, dedup: DedupStage, full
+) -> tuple[dict[str, list[Row]], list[Reject]]:
     """Count and sort one part's outcomes, in slot order: rows by split, and rejects."""
     rows_by_split: dict[str, list[Row]] = {s: [] for s in SPLITS}
     rejects: list[Reject] = []
@@ -184,8 +203,14 @@ def consume(config: ProduceConfig, result: BatchResult, stats: RunStats, dedup: 
             if reject is None:
                 split = assign_split(row.shape_hash, config.split_ratios)
                 rows_by_split[split].append(row)
-                stats.count_row(row.category, row.difficulty, split, row.metadata.forward_lines, row.metadata.backward_lines,
-                                row.gradient_check.status)
+                stats.count_row(
+                    row.category,
+                    row.difficulty,
+                    split,
+                    row.metadata.forward_lines,
+                    row.metadata.backward_lines,
+                    row.gradient_check.status,
+                )
                 continue
         rejects.append(reject)
     stats.add_seconds(result.stage_seconds)
@@ -197,4 +222,11 @@ def _progress_bar(config: ProduceConfig, stats: RunStats, enabled: bool):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=config.count, initial=sum(stats.accepted.values()), unit="pair", desc="produce", dynamic_ncols=True, smoothing=0.1)
+    return tqdm(
+        total=config.count,
+        initial=sum(stats.accepted.values()),
+        unit="pair",
+        desc="produce",
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )

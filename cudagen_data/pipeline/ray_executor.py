@@ -25,9 +25,8 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
-
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from ..contracts.reject import error_line
 from .config import ProduceError
@@ -104,7 +103,9 @@ class RayExecutor:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise ProduceError(f"--executor ray: cannot start or reach {where} ({error_line(exc)})") from None
         remote = ray.remote(max_calls=MAX_CALLS)(_on_worker)
-        self._task = remote.options(num_cpus=1, max_retries=TASK_RETRIES if task_retries is None else task_retries, retry_exceptions=False)
+        self._task = remote.options(
+            num_cpus=1, max_retries=TASK_RETRIES if task_retries is None else task_retries, retry_exceptions=False
+        )
         self._isolated = remote.options(num_cpus=1, max_retries=ISOLATED_RETRIES, retry_exceptions=False)
         self._refs: set = set()
         self._workers_at = (0.0, 1)
@@ -140,7 +141,11 @@ class RayExecutor:
             except ray.exceptions.TaskCancelledError:
                 out.cancel() or out.set_exception(cf.CancelledError())
                 return
-            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.LocalRayletDiedError) as exc:
+            except (
+                ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError,
+                ray.exceptions.LocalRayletDiedError,
+            ) as exc:
                 out.set_exception(WorkerCrashed(error_line(exc)))
                 return
             except ray.exceptions.RayTaskError as exc:

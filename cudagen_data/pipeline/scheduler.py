@@ -67,11 +67,19 @@ def part_ranges(config: ProduceConfig, batch: int, parts: int) -> list[range]:
 
 def _cut(slots: range, parts: int) -> list[range]:
     bounds = [slots.start + len(slots) * i // parts for i in range(parts + 1)]
-    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 class Scheduler:
-    def __init__(self, config: ProduceConfig, workers: int, next_batch: int, accepted: Callable[[str], int], executor: str = "local", ray_address: str | None = None):
+    def __init__(
+        self,
+        config: ProduceConfig,
+        workers: int,
+        next_batch: int,
+        accepted: Callable[[str], int],
+        executor: str = "local",
+        ray_address: str | None = None,
+    ):
         self.config = config
         self.accepted = accepted  # category -> rows accepted so far
         self._new_executor = lambda: make_executor(workers, executor, ray_address)
@@ -154,7 +162,9 @@ class Scheduler:
         self.executor.close(kill=True)  # whatever still runs was speculative: not needed
 
 
-def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset, run_alone=run_in_fresh_process) -> BatchResult:
+def isolate_crash(
+    config: ProduceConfig, batch: int, slots, skip: frozenset, run_alone=run_in_fresh_process
+) -> BatchResult:
     """Re-run ``slots`` of ``batch`` with crash isolation: a slot that crashes its process
     alone is rejected (``worker_crash``), deterministically; the others run as usual."""
     live = [s for s in slots if config.slot(s)[0] not in skip]
@@ -162,7 +172,16 @@ def isolate_crash(config: ProduceConfig, batch: int, slots, skip: frozenset, run
 
     def crashed(slot: int) -> BatchResult:
         category, index = config.slot(slot)
-        reject = Reject(slot, category, None, None, RejectReason.WORKER_CRASH, "the worker process died running this kernel alone", "", None)
+        reject = Reject(
+            slot,
+            category,
+            None,
+            None,
+            RejectReason.WORKER_CRASH,
+            "the worker process died running this kernel alone",
+            "",
+            None,
+        )
         return BatchResult(batch, [SlotOutcome(slot, category, reject=reject, path=path)])
 
     return merge_results(batch, run_isolated(run_slots_apart, live, crashed, config, batch, skip, run_alone=run_alone))
@@ -174,5 +193,7 @@ def run_slots_apart(config: ProduceConfig, batch: int, skip: frozenset, slots: l
     parts = []
     for i, outcome in enumerate(whole.outcomes):
         preambles = {outcome.row.preamble_hash: whole.preambles[outcome.row.preamble_hash]} if outcome.row else {}
-        parts.append(BatchResult(batch, [outcome], preambles, whole.stage_seconds if i == 0 else {}, whole.worker_rss_mb))
+        parts.append(
+            BatchResult(batch, [outcome], preambles, whole.stage_seconds if i == 0 else {}, whole.worker_rss_mb)
+        )
     return parts

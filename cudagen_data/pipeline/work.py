@@ -21,12 +21,12 @@ from ..contracts.reject import Reject
 from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Row
 from ..contracts.stats import WORKER_STAGES
 from ..contracts.test_vectors import TestVectors
+from ..execution import forward_only_reason
 from ..extract import ExtractedKernel
 from ..extract.levels import nvrtc_version
 from ..generators import GENERATOR_VERSION
-from ..spec import KernelSpec
-from ..execution import forward_only_reason
 from ..gradcheck import GradientCheck
+from ..spec import KernelSpec
 from ..stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, GradientCheckStage, Item, Stage
 from .config import ProduceConfig, versions
 
@@ -57,7 +57,9 @@ def worker_stages(config: ProduceConfig) -> list[Stage]:
     return stages
 
 
-def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str] = (), slots: Sequence[int] | None = None) -> BatchResult:
+def run_batch(
+    config: ProduceConfig, batch: int, skip_categories: Collection[str] = (), slots: Sequence[int] | None = None
+) -> BatchResult:
     """Run every slot of ``batch`` (or of ``slots``, a part of it) whose category is not in
     ``skip_categories`` through the worker stages."""
     warp_version = versions()["warp"]
@@ -85,7 +87,9 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
             outcomes[reject.slot].reject = reject
     share = sum(getattr(s, "share_ms", 0.0) for s in stages)  # execution and check time per kernel
 
-    result = BatchResult(batch, [outcomes[s] for s in sorted(outcomes)], stage_seconds={name: 0.0 for name in WORKER_STAGES})
+    result = BatchResult(
+        batch, [outcomes[s] for s in sorted(outcomes)], stage_seconds={name: 0.0 for name in WORKER_STAGES}
+    )
     for stage in stages:
         result.stage_seconds[stage.name] = stage.seconds
     status = "skipped" if config.fast else "ok"
@@ -95,8 +99,19 @@ def run_batch(config: ProduceConfig, batch: int, skip_categories: Collection[str
         result.preambles.setdefault(preamble_hash, kernel.preamble)
         generation_ms = round(item.front_ms + item.compile_ms + share, 3)
         check = item.gradient_check or unchecked(item.spec.python_source)
-        outcomes[item.slot].row = build_row(config, batch, item.spec, kernel, preamble_hash, item.vectors, status, generation_ms,
-                                            round(item.compile_ms, 3), warp_version, check)
+        outcomes[item.slot].row = build_row(
+            config,
+            batch,
+            item.spec,
+            kernel,
+            preamble_hash,
+            item.vectors,
+            status,
+            generation_ms,
+            round(item.compile_ms, 3),
+            warp_version,
+            check,
+        )
     result.worker_rss_mb = _rss_mb()
     return result
 

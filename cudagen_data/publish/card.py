@@ -80,7 +80,9 @@ def split_num_bytes(folder, split_files: dict[str, list[str]]) -> dict[str, int]
                 group = meta.row_group(i)
                 for j in range(group.num_columns):
                     column = group.column(j)
-                    total += 8 * column.num_values if column.path_in_schema in timing else column.total_uncompressed_size
+                    total += (
+                        8 * column.num_values if column.path_in_schema in timing else column.total_uncompressed_size
+                    )
         out[split] = total
     return out
 
@@ -144,7 +146,11 @@ def features_yaml(schema: pa.Schema) -> list[dict]:
             inner = t.value_type
             if inner in _ARROW_DTYPES:
                 return {"name": name, "list": _ARROW_DTYPES[inner]}
-            return {"name": name, "list": [entry(f.name, f.type) for f in inner]} if pa.types.is_struct(inner) else {"name": name, "list": entry("", inner)}
+            return (
+                {"name": name, "list": [entry(f.name, f.type) for f in inner]}
+                if pa.types.is_struct(inner)
+                else {"name": name, "list": entry("", inner)}
+            )
         if t not in _ARROW_DTYPES:
             raise PublishError(f"README.md: no Hub feature type for column {name!r} ({t})")
         return {"name": name, "dtype": _ARROW_DTYPES[t]}
@@ -181,9 +187,7 @@ def card_header(
         ],
         "dataset_info": {
             "features": features_yaml(schema),
-            "splits": [
-                {"name": s, "num_bytes": int(num_bytes.get(s, 0)), "num_examples": counts[s]} for s in splits
-            ],
+            "splits": [{"name": s, "num_bytes": int(num_bytes.get(s, 0)), "num_examples": counts[s]} for s in splits],
         },
     }
 
@@ -276,7 +280,10 @@ def _columns_section(schema: pa.Schema) -> str:
     return "\n\n".join(parts)
 
 
-_LINE_FIGURES = (("avg_forward_lines", "mean lines, `cuda_forward`"), ("avg_backward_lines", "mean lines, `cuda_backward`"))
+_LINE_FIGURES = (
+    ("avg_forward_lines", "mean lines, `cuda_forward`"),
+    ("avg_backward_lines", "mean lines, `cuda_backward`"),
+)
 _RATE_FIGURES = (("compile_pass_rate", "NVRTC compile pass rate"), ("execution_pass_rate", "CPU execution pass rate"))
 
 
@@ -308,22 +315,42 @@ def _gradients_section(stats: dict) -> str:
         rows = []
         for cat, counts in by_cat.items():
             total = sum(counts.values())
-            rows.append((f"`{cat}`", _fmt_int(total), _fmt_int(counts.get("verified", 0)),
-                         _pct(counts.get("verified", 0) / total if total else 0.0), _fmt_int(counts.get("forward_only", 0)),
-                         _fmt_int(counts.get("unverified", 0))))
+            rows.append(
+                (
+                    f"`{cat}`",
+                    _fmt_int(total),
+                    _fmt_int(counts.get("verified", 0)),
+                    _pct(counts.get("verified", 0) / total if total else 0.0),
+                    _fmt_int(counts.get("forward_only", 0)),
+                    _fmt_int(counts.get("unverified", 0)),
+                )
+            )
         tot = {k: sum(c.get(k, 0) for c in by_cat.values()) for k in ("verified", "forward_only", "unverified")}
         n = sum(sum(c.values()) for c in by_cat.values())
-        rows.append(("**all**", _fmt_int(n), _fmt_int(tot["verified"]), _pct(tot["verified"] / n if n else 0.0),
-                     _fmt_int(tot["forward_only"]), _fmt_int(tot["unverified"])))
+        rows.append(
+            (
+                "**all**",
+                _fmt_int(n),
+                _fmt_int(tot["verified"]),
+                _pct(tot["verified"] / n if n else 0.0),
+                _fmt_int(tot["forward_only"]),
+                _fmt_int(tot["unverified"]),
+            )
+        )
         out.append(_table(("category", "rows", "verified backward", "%", "forward-only", "unverified"), rows))
     lengths = stats.get("row_length") or {}
     if lengths.get("by_category"):
-        rows = [(f"`{c}`", _fmt_int(d["median"]), _fmt_int(d["p95"]), _fmt_int(d["max"])) for c, d in lengths["by_category"].items()]
+        rows = [
+            (f"`{c}`", _fmt_int(d["median"]), _fmt_int(d["p95"]), _fmt_int(d["max"]))
+            for c, d in lengths["by_category"].items()
+        ]
         a = lengths["all"]
         rows.append(("**all**", _fmt_int(a["median"]), _fmt_int(a["p95"]), _fmt_int(a["max"])))
-        out.append("Row length (characters of `python_source` + `cuda_forward` + `cuda_backward`; rows over "
-                   f"{_fmt_int(lengths.get('max_chars', 0))} are not in the dataset):\n\n"
-                   + _table(("category", "median", "p95", "max"), rows))
+        out.append(
+            "Row length (characters of `python_source` + `cuda_forward` + `cuda_backward`; rows over "
+            f"{_fmt_int(lengths.get('max_chars', 0))} are not in the dataset):\n\n"
+            + _table(("category", "median", "p95", "max"), rows)
+        )
     return "\n\n".join(out)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 import yaml
 
-from cudagen_data.publish import card
 from cudagen_data.contracts.manifest import SPLITS
+from cudagen_data.publish import card
 
 CONFIG = "real"
 
@@ -50,10 +50,15 @@ def render_card_with_real(
     real_info = {
         "config_name": CONFIG,
         "features": card.features_yaml(real_schema),
-        "splits": [{"name": s, "num_bytes": int((real_num_bytes or {}).get(s, 0)), "num_examples": real_counts[s]}
-                   for s in splits],
+        "splits": [
+            {"name": s, "num_bytes": int((real_num_bytes or {}).get(s, 0)), "num_examples": real_counts[s]}
+            for s in splits
+        ],
     }
-    real_config = {"config_name": CONFIG, "data_files": [{"split": s, "path": list(real_split_files[s])} for s in splits]}
+    real_config = {
+        "config_name": CONFIG,
+        "data_files": [{"split": s, "path": list(real_split_files[s])} for s in splits],
+    }
     if default is not None:
         text = card.render_card(**default)
         _, yaml_text, body = text.split("---\n", 2)
@@ -94,7 +99,7 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
     ]
     parts = [
         "## Configuration `real`: kernels mined from real Warp programs",
-        "`datasets.load_dataset(..., \"real\")`. `cudagen mine` imports each file of a tree of Warp programs "
+        '`datasets.load_dataset(..., "real")`. `cudagen mine` imports each file of a tree of Warp programs '
         "(by default the installed `warp-lang` package: its examples, tests and library) in a worker process "
         "with a time limit, collects every kernel Warp creates (kernels defined inside functions are re-created "
         "from their definition, without running the function), and keeps, per kernel (per overload of a "
@@ -127,19 +132,40 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
             "finite differences on probes, kinks re-probed, never called wrong), on the built kernel itself in "
             "**float32** (`gradient_check.precision`; tolerance 5e-2): a mined kernel needs its file, so no float64 "
             "twin is made. Unlike synthetic rows, a mined kernel whose adjoint disagrees is **kept** (it is real code, "
-            "and its backward is what Warp really generates) with `gradient_check.status = \"mismatch\"` and the "
+            'and its backward is what Warp really generates) with `gradient_check.status = "mismatch"` and the '
             "Warp construct responsible in `gradient_check.reason` where known: to train on verified backwards only, "
-            "keep rows with status `verified`. Rows by `gradient_check.status`:\n\n" + card._table(
-                ("status", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(grads.items())]))
+            "keep rows with status `verified`. Rows by `gradient_check.status`:\n\n"
+            + card._table(("status", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(grads.items())])
+        )
         if constructs:
-            parts.append("Mismatching rows by construct:\n\n" + card._table(
-                ("construct", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(constructs.items(), key=lambda kv: (-kv[1], kv[0]))]))
+            parts.append(
+                "Mismatching rows by construct:\n\n"
+                + card._table(
+                    ("construct", "rows"),
+                    [
+                        (f"`{k}`", card._fmt_int(v))
+                        for k, v in sorted(constructs.items(), key=lambda kv: (-kv[1], kv[0]))
+                    ],
+                )
+            )
     if not_run:
-        parts.append("Rows not executed, by reason:\n\n" + card._table(
-            ("reason", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(not_run.items(), key=lambda kv: (-kv[1], kv[0]))]))
+        parts.append(
+            "Rows not executed, by reason:\n\n"
+            + card._table(
+                ("reason", "rows"),
+                [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(not_run.items(), key=lambda kv: (-kv[1], kv[0]))],
+            )
+        )
     if rejects:
-        parts.append("Kernels not mined (listed one by one in `rejects_real.jsonl`), by reason:\n\n" + card._table(
-            ("reason", "kernels"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))]))
-    parts.append("Columns: those of the default configuration, plus `provenance` (struct):\n\n" + card._table(
-        ("field", "meaning"), [(f"`provenance.{k}`", v) for k, v in PROVENANCE_DOCS.items()]))
+        parts.append(
+            "Kernels not mined (listed one by one in `rejects_real.jsonl`), by reason:\n\n"
+            + card._table(
+                ("reason", "kernels"),
+                [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))],
+            )
+        )
+    parts.append(
+        "Columns: those of the default configuration, plus `provenance` (struct):\n\n"
+        + card._table(("field", "meaning"), [(f"`provenance.{k}`", v) for k, v in PROVENANCE_DOCS.items()])
+    )
     return "\n\n".join(parts)

@@ -41,8 +41,8 @@ validation, test), then shard order, then row order.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 
@@ -52,8 +52,7 @@ from cudagen_data.publish.folder import parquet_files
 FORMATS = ("chat", "completion")
 
 SYSTEM_PROMPT = (
-    "You are an expert in GPU programming who knows exactly how NVIDIA Warp compiles "
-    "Python kernels to CUDA C++."
+    "You are an expert in GPU programming who knows exactly how NVIDIA Warp compiles Python kernels to CUDA C++."
 )
 USER_TEMPLATE = (
     "Translate this NVIDIA Warp kernel to the CUDA C++ that Warp generates for it: {parts}.\n"
@@ -64,9 +63,9 @@ USER_TEMPLATE = (
 )
 ASSISTANT_TEMPLATE = "```cuda\n{cuda}\n```"
 CHAT_EXAMPLE_NOTE = (
-    "`{parts}` is \"the forward kernel and the backward (adjoint) kernel\", or \"the forward "
-    "kernel\" for a forward-only export or a row without a backward kernel, followed by "
-    "\", preceded by the device functions it calls\" when the row has any. The "
+    '`{parts}` is "the forward kernel and the backward (adjoint) kernel", or "the forward '
+    'kernel" for a forward-only export or a row without a backward kernel, followed by '
+    '", preceded by the device functions it calls" when the row has any. The '
     "prompt/completion format uses the same user message followed by a blank line and "
     "```` ```cuda ```` as the prompt, and the code with the closing fence as the completion."
 )

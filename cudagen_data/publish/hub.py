@@ -154,7 +154,7 @@ def _check_parquet(folder: Path, rel: str, needles: list[str]) -> None:
 
     pf = pq.ParquetFile(folder / rel)
     for batch in pf.iter_batches(batch_size=4096):
-        for name, col in zip(batch.schema.names, batch.columns):
+        for name, col in zip(batch.schema.names, batch.columns, strict=False):
             if pa.types.is_list(col.type) and pa.types.is_string(col.type.value_type):
                 col = pc.list_flatten(col)
             if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):

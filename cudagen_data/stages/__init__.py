@@ -30,4 +30,13 @@ from .extract import ExtractStage
 from .generate import GenerateStage
 from .gradcheck import GradientCheckStage
 
-__all__ = ["CompileStage", "DedupStage", "ExecuteStage", "ExtractStage", "GenerateStage", "GradientCheckStage", "Item", "Stage"]
+__all__ = [
+    "CompileStage",
+    "DedupStage",
+    "ExecuteStage",
+    "ExtractStage",
+    "GenerateStage",
+    "GradientCheckStage",
+    "Item",
+    "Stage",
+]

@@ -30,7 +30,14 @@ class Item:
 
     def reject(self, reason: RejectReason, detail: str, log: str = "") -> Reject:
         # messages may quote this machine's files (Warp's headers, its kernel cache): never kept
-        return Reject.of(self.slot, self.category, self.spec, reason, warp_boundary.scrub_paths(detail), warp_boundary.scrub_paths(log))
+        return Reject.of(
+            self.slot,
+            self.category,
+            self.spec,
+            reason,
+            warp_boundary.scrub_paths(detail),
+            warp_boundary.scrub_paths(log),
+        )
 
 
 class Stage:

@@ -19,10 +19,12 @@ class CompileStage(Stage):
 
     def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         kept, rejects = [], []
-        for item, res in zip(items, compile_units([it.kernel for it in items], arch=self.arch, level=self.level)):
+        for item, res in zip(items, compile_units([it.kernel for it in items], arch=self.arch, level=self.level), strict=False):
             if res.ok:
                 item.compile_ms = res.time_ms
                 kept.append(item)
             else:
-                rejects.append(item.reject(RejectReason.COMPILE_ERROR, res.log.splitlines()[0] if res.log else "", res.log))
+                rejects.append(
+                    item.reject(RejectReason.COMPILE_ERROR, res.log.splitlines()[0] if res.log else "", res.log)
+                )
         return kept, rejects

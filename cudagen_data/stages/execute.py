@@ -33,12 +33,14 @@ class ExecuteStage(Stage):
             vectors[i] = test_vectors(item.spec, run)
             if self.check_own_builds:
                 decoded = vectors[i].decoded()  # the point the gradcheck stage would check at
-                item.own_build_check = check_own_build(item.spec, kernel, Point(decoded["inputs"], decoded["output_grads"]))
+                item.own_build_check = check_own_build(
+                    item.spec, kernel, Point(decoded["inputs"], decoded["output_grads"])
+                )
 
         runs = execute_specs([item.spec for item in items], on_run=on_run)
         self.share_ms = (time.perf_counter() - t0) * 1000.0 / len(items)
         kept, rejects = [], []
-        for i, (item, run) in enumerate(zip(items, runs)):
+        for i, (item, run) in enumerate(zip(items, runs, strict=False)):
             if run.ok:
                 item.vectors = vectors[i] if i in vectors else test_vectors(item.spec, run)
                 kept.append(item)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from ..contracts.reject import Reject, RejectReason
-from ..extract import DEFAULT_BLOCK_DIM, extract_source
 from ..dataset.lengths import DEFAULT_MAX_CHARS, row_length
+from ..extract import DEFAULT_BLOCK_DIM, extract_source
 from .base import Item, Stage
 
 
@@ -28,12 +28,20 @@ class ExtractStage(Stage):
             item.front_ms += (time.perf_counter() - t0) * 1000.0
             kernel = next((k for k in report.kernels if k.name == spec.kernel_name), None)
             if report.errors or kernel is None:
-                detail = "; ".join(f"line {e.line}: {e.message}" for e in report.errors) or f"no kernel named {spec.kernel_name}"
+                detail = (
+                    "; ".join(f"line {e.line}: {e.message}" for e in report.errors)
+                    or f"no kernel named {spec.kernel_name}"
+                )
                 rejects.append(item.reject(RejectReason.CODEGEN_ERROR, detail))
                 continue
             length = row_length(spec.python_source, kernel.forward, kernel.backward)
             if length > self.max_chars:
-                rejects.append(item.reject(RejectReason.TOO_LONG, f"{length} characters of Python + forward + backward CUDA (--max-chars {self.max_chars})"))
+                rejects.append(
+                    item.reject(
+                        RejectReason.TOO_LONG,
+                        f"{length} characters of Python + forward + backward CUDA (--max-chars {self.max_chars})",
+                    )
+                )
                 continue
             item.kernel = kernel
             kept.append(item)

@@ -19,10 +19,29 @@ every use of them here means a Warp upgrade is a change to this package only;
 """
 
 from .emit import EmittedCuda, emit_cuda, postprocess_cuda, preamble_length
-from .modules import BatchModule, batch_module, build_module, compile_module_to_ptx, compiled_source_path, load_module_on_gpu, open_batch_module, runtime_versions
+from .modules import (
+    BatchModule,
+    batch_module,
+    build_module,
+    compile_module_to_ptx,
+    compiled_source_path,
+    load_module_on_gpu,
+    open_batch_module,
+    runtime_versions,
+)
 from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
 from .paths import PATH_RULE, machine_independent_path, scrub_paths
-from .runtime import LoadedSource, StatementError, captured_stderr, clear_private_cache, loaded_source, quiet_stderr, release_module, source_filename, warp
+from .runtime import (
+    LoadedSource,
+    StatementError,
+    captured_stderr,
+    clear_private_cache,
+    loaded_source,
+    quiet_stderr,
+    release_module,
+    source_filename,
+    warp,
+)
 from .substitute import SubstitutionMissing, edited_cpu_forward, fresh_kernel_cache, substituted_cuda
 
 __all__ = [

@@ -147,10 +147,14 @@ def is_plain_array_type(t) -> bool:
 
 
 _LAYOUTS = {
-    "array": "", "_ArrayAnnotation": "",
-    "indexedarray": "indexed", "_IndexedArrayAnnotation": "indexed",
-    "fabricarray": "fabric", "_FabricArrayAnnotation": "fabric",
-    "indexedfabricarray": "indexedfabric", "_IndexedFabricArrayAnnotation": "indexedfabric",
+    "array": "",
+    "_ArrayAnnotation": "",
+    "indexedarray": "indexed",
+    "_IndexedArrayAnnotation": "indexed",
+    "fabricarray": "fabric",
+    "_FabricArrayAnnotation": "fabric",
+    "indexedfabricarray": "indexedfabric",
+    "_IndexedFabricArrayAnnotation": "indexedfabric",
 }
 
 

@@ -33,7 +33,9 @@ class BatchModule:
         self.module = Module(f"cudagen_batch_{_batch_counter}", None)
         self.module.options["optimization_level"] = optimization_level
         if CPU_CHECK_FLAGS:  # the module option replaces Warp's global flags: keep them
-            self.module.options["cpu_compiler_flags"] = f"{wp.config.cpu_compiler_flags or '-march=native'} {CPU_CHECK_FLAGS}"
+            self.module.options["cpu_compiler_flags"] = (
+                f"{wp.config.cpu_compiler_flags or '-march=native'} {CPU_CHECK_FLAGS}"
+            )
         self._stack = stack
 
     def add(self, source: str, kernel_name: str, *, backward: bool = True) -> tuple[object | None, str]:
@@ -74,8 +76,9 @@ def open_batch_module(*, optimization_level: int) -> Iterator[BatchModule]:
 
 
 @contextlib.contextmanager
-def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int,
-                 backward: Sequence[bool] | None = None) -> Iterator[tuple[object, list, list[str]]]:
+def batch_module(
+    sources: Sequence[tuple[str, str]], *, optimization_level: int, backward: Sequence[bool] | None = None
+) -> Iterator[tuple[object, list, list[str]]]:
     """Load each ``(python_source, kernel_name)`` and gather its kernel into one Warp module.
 
     Yields ``(module, kernels, errors)``: the kernel object per source (None where the
@@ -84,7 +87,10 @@ def batch_module(sources: Sequence[tuple[str, str]], *, optimization_level: int,
     block ends.
     """
     with open_batch_module(optimization_level=optimization_level) as batch:
-        added = [batch.add(src, name, backward=backward[i] if backward is not None else True) for i, (src, name) in enumerate(sources)]
+        added = [
+            batch.add(src, name, backward=backward[i] if backward is not None else True)
+            for i, (src, name) in enumerate(sources)
+        ]
         yield batch.module, [k for k, _ in added], [e for _, e in added]
 
 
@@ -129,7 +135,9 @@ def build_module(module, device: str) -> str | None:
             return None
         except Exception as exc:  # noqa: BLE001
             message = str(exc).strip().splitlines()
-    return (message[0] if message else "build failed") + (f" | {log[0].strip().splitlines()[0]}" if log and log[0].strip() else "")
+    return (message[0] if message else "build failed") + (
+        f" | {log[0].strip().splitlines()[0]}" if log and log[0].strip() else ""
+    )
 
 
 def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int) -> str:

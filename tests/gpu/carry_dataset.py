@@ -63,7 +63,9 @@ def make(folder: Path, workers: int, seed: int) -> int:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     manifest = orjson.loads((dataset / "manifest.json").read_bytes())
     manifest["files"] = [f for f in manifest["files"] if f["path"].split("/")[0] in KEPT]
-    (dataset / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    (dataset / "manifest.json").write_bytes(
+        orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+    )
     (folder / "made_on.json").write_bytes(orjson.dumps(made_on(), option=orjson.OPT_SORT_KEYS) + b"\n")
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     rows = sum(f["rows"] for f in manifest["files"])
@@ -77,7 +79,10 @@ def make(folder: Path, workers: int, seed: int) -> int:
     print(f"{rows} rows ({PER_CATEGORY} per category, seed {seed}) in {folder}: {size / 2**20:.2f} MiB; "
           f"{library} rows call Warp library functions (source comments naming warp/_src/...)")  # fmt: skip
     if size > MAX_MIB * 2**20:
-        print(f"error: {folder}: {size / 2**20:.1f} MiB is over {MAX_MIB} MiB, too large to carry with Warp's stage", file=sys.stderr)
+        print(
+            f"error: {folder}: {size / 2**20:.1f} MiB is over {MAX_MIB} MiB, too large to carry with Warp's stage",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -88,7 +93,10 @@ def check(folder: Path) -> int:
     dataset = folder / "dataset"
     manifest_path = dataset / "manifest.json"
     if not manifest_path.exists():
-        print(f"error: {manifest_path}: not found; make it on the CPU machine (carry_dataset.py make) and carry {folder.name}/", file=sys.stderr)
+        print(
+            f"error: {manifest_path}: not found; make it on the CPU machine (carry_dataset.py make) and carry {folder.name}/",
+            file=sys.stderr,
+        )
         return 2
     bad = []
     for f in orjson.loads(manifest_path.read_bytes())["files"]:

@@ -32,7 +32,10 @@ def make_dataset(output: str | Path, count: int, *, categories: tuple[str, ...] 
     except ModuleNotFoundError as exc:
         if exc.name not in CARD_DEPENDENCIES or not (output / "manifest.json").exists():
             raise
-        print(f"note: dataset card (README.md) not written: {exc.name!r} is not installed; data, stats and manifest are complete", file=sys.stderr)
+        print(
+            f"note: dataset card (README.md) not written: {exc.name!r} is not installed; data, stats and manifest are complete",
+            file=sys.stderr,
+        )
     return output
 
 
@@ -47,11 +50,15 @@ def main() -> int:
     args = parser.parse_args()
     cats = tuple(c for c in args.categories.split(",") if c) if args.categories else None
     t0 = time.perf_counter()
-    out = make_dataset(args.output, args.count, categories=cats, workers=args.workers, seed=args.seed, batch_size=args.batch_size)
+    out = make_dataset(
+        args.output, args.count, categories=cats, workers=args.workers, seed=args.seed, batch_size=args.batch_size
+    )
     import orjson
 
     stats = orjson.loads((out / "stats.json").read_bytes())
-    print(f"{stats['total_pairs']} pairs in {out} ({time.perf_counter() - t0:.1f} s); by category: {stats['by_category']}; rejects: {stats['rejects_by_reason']}")
+    print(
+        f"{stats['total_pairs']} pairs in {out} ({time.perf_counter() - t0:.1f} s); by category: {stats['by_category']}; rejects: {stats['rejects_by_reason']}"
+    )
     return 0
 
 

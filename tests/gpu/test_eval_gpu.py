@@ -50,7 +50,11 @@ def test_the_datasets_own_cuda_scores_100_percent(scorer, produced, hand_rows):
     pairs = [(r, Candidate(r["id"], r["cuda_forward"])) for r in all_rows]
     pairs += [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in all_rows if r["cuda_backward"]]
     scores = scorer.score_many(pairs, preambles)
-    bad = [(r["id"], r["kernel_name"], s.failed.name, s.failed.detail) for (r, _), s in zip(pairs, scores) if s.reached != "run"]
+    bad = [
+        (r["id"], r["kernel_name"], s.failed.name, s.failed.detail)
+        for (r, _), s in zip(pairs, scores, strict=False)
+        if s.reached != "run"
+    ]
     assert not bad, bad
     assert all(s.reward == 1.0 and s.complete for s in scores)
 
@@ -67,14 +71,14 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
             pairs.append((r, Candidate(r["id"], m.forward)))
             mutants.append(m)
     scores = scorer.score_many(pairs, preambles)
-    passed = [k for k, (m, s) in enumerate(zip(mutants, scores)) if m.stage == "run" and s.failed is None]
-    witness = dict(zip(passed, verdicts([(pairs[k][0], mutants[k]) for k in passed], seed=scorer.seed, workers=JOBS)))
+    passed = [k for k, (m, s) in enumerate(zip(mutants, scores, strict=False)) if m.stage == "run" and s.failed is None]
+    witness = dict(zip(passed, verdicts([(pairs[k][0], mutants[k]) for k in passed], seed=scorer.seed, workers=JOBS), strict=False))
     table = Counter((m.kind, m.stage, s.failed.name if s.failed else f"passed ({witness[k].status})")
-                    for k, (m, s) in enumerate(zip(mutants, scores)))  # fmt: skip
+                    for k, (m, s) in enumerate(zip(mutants, scores, strict=False)))  # fmt: skip
     print("\n".join(f"{k:24} expected {st:9} got {got:24} {n}" for (k, st, got), n in sorted(table.items())))
     wrong = [(pairs[k][0]["id"], pairs[k][0]["kernel_name"], m.kind, m.stage, s.failed.name if s.failed else "passed",
               s.failed.detail if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail}")
-             for k, (m, s) in enumerate(zip(mutants, scores))
+             for k, (m, s) in enumerate(zip(mutants, scores, strict=False))
              if (s.failed.name != m.stage if s.failed else witness.get(k, Verdict("unknown")).status != "equivalent")]  # fmt: skip
     assert not wrong, wrong
     equivalent = len(witness) - sum(v.status != "equivalent" for v in witness.values())
@@ -83,8 +87,10 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
     assert equivalent <= 0.15 * run_stage  # the mutants stay a test of the judge
     assert {m.kind for m in mutants} >= {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel",
                                          "stale_global", "memorized_outputs"}  # fmt: skip
-    memorized = [s for m, s in zip(mutants, scores) if m.kind == "memorized_outputs"]
-    assert memorized and all(s.failed.detail.startswith("fresh inputs") for s in memorized)  # right on the recorded inputs
+    memorized = [s for m, s in zip(mutants, scores, strict=False) if m.kind == "memorized_outputs"]
+    assert memorized and all(
+        s.failed.detail.startswith("fresh inputs") for s in memorized
+    )  # right on the recorded inputs
 
 
 def test_a_crashing_candidate_fails_only_itself(gpu, hand_rows):
@@ -110,12 +116,18 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
     folder = tmp_path / "ds"  # a minimal dataset folder (the GPU machine lacks what the card needs)
     (folder / "data").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(hand_rows, schema=ROW_SCHEMA), folder / "data" / "test-00000-of-00001.parquet")
-    manifest = {"format": "cudagen-data", "files": [{"path": "data/test-00000-of-00001.parquet", "split": "test", "rows": len(hand_rows)}], "preambles": {}}
+    manifest = {
+        "format": "cudagen-data",
+        "files": [{"path": "data/test-00000-of-00001.parquet", "split": "test", "rows": len(hand_rows)}],
+        "preambles": {},
+    }
     (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
     preds = []
     for r in hand_rows:
         preds.append({"id": r["id"], "cuda_forward": r["cuda_forward"]})
-        preds.append({"id": r["id"], "cuda_forward": next(m for m in make_mutants(r) if m.kind == "writes_zeros").forward})
+        preds.append(
+            {"id": r["id"], "cuda_forward": next(m for m in make_mutants(r) if m.kind == "writes_zeros").forward}
+        )
     (tmp_path / "p.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in preds))
     res = CliRunner().invoke(app, ["eval", str(tmp_path / "p.jsonl"), "--dataset", str(folder), "--device", gpu,
                                    "--report", str(tmp_path / "r.json"), "--workers", str(JOBS)])  # fmt: skip

@@ -23,9 +23,16 @@ pytestmark = pytest.mark.gpu
 FILES = ("tests/test_copy.py", "tests/test_generics.py", "tests/test_lerp.py", "tests/test_vec_constructors.py")
 # Files whose kernels the H100 found order-dependent before the reversed-order check
 # (scatters through atomic_add's slot, colliding index inputs), and the new argument kinds.
-ORDER_FILES = ("_src/fem/space/partition.py", "_src/fem/space/trimesh_function_space.py", "_src/coloring.py",
-               "_src/optim/linear.py", "_src/render/render_opengl.py", "tests/test_fabricarray.py",
-               "tests/test_indexedarray.py", "tests/test_struct.py")
+ORDER_FILES = (
+    "_src/fem/space/partition.py",
+    "_src/fem/space/trimesh_function_space.py",
+    "_src/coloring.py",
+    "_src/optim/linear.py",
+    "_src/render/render_opengl.py",
+    "tests/test_fabricarray.py",
+    "tests/test_indexedarray.py",
+    "tests/test_struct.py",
+)
 
 
 def _mine(paths, tmp_path_factory, name):
@@ -62,7 +69,9 @@ def test_mined_rows_pass_on_the_gpu(mined_folder, cuda_device, tmp_path):
     print(format_gpu_report(report))
     executed = sum(r["provenance"]["executed"] for r in result.rows)
     dropped = sum(bool(r["provenance"]["order_dependent"]) for r in result.rows)
-    print(f"mined rows: {len(result.rows)}, executed: {executed}, executed with order-dependent outputs left out: {dropped}, "
-          f"not executed by reason: {result.stats['not_executed_by_reason']}")
+    print(
+        f"mined rows: {len(result.rows)}, executed: {executed}, executed with order-dependent outputs left out: {dropped}, "
+        f"not executed by reason: {result.stats['not_executed_by_reason']}"
+    )
     assert executed > 0 and report.ran == executed
     assert report.ok, format_gpu_report(report)

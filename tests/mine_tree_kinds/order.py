@@ -30,7 +30,9 @@ def atomic_sum(vals: wp.array(dtype=float), total: wp.array(dtype=float), count:
 
 
 @wp.kernel
-def slot_and_sum(vals: wp.array(dtype=float), counter: wp.array(dtype=int), order: wp.array(dtype=int), total: wp.array(dtype=float)):
+def slot_and_sum(
+    vals: wp.array(dtype=float), counter: wp.array(dtype=int), order: wp.array(dtype=int), total: wp.array(dtype=float)
+):
     i = wp.tid()
     order[wp.atomic_add(counter, 0, 1) % 8] = i  # depends on thread order
     wp.atomic_add(total, 0, vals[i])  # does not

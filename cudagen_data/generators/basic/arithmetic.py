@@ -12,8 +12,18 @@ from .stmts import Profile
 from .wtypes import F32, F64, I8, I16, I32, I64, U8, U32
 
 PROFILE = Profile(
-    families={"arith": 4.0, "cast": 2.0, "intdiv": 1.5, "bits": 2.0, "minmax": 1.0, "round": 0.7, "select": 0.5,
-              "explog": 0.3, "trig": 0.2, "helper": 0.12},
+    families={
+        "arith": 4.0,
+        "cast": 2.0,
+        "intdiv": 1.5,
+        "bits": 2.0,
+        "minmax": 1.0,
+        "round": 0.7,
+        "select": 0.5,
+        "explog": 0.3,
+        "trig": 0.2,
+        "helper": 0.12,
+    },
     local_types=((F32, 3.0), (I32, 2.5), (F64, 1.2), (U32, 0.8), (I64, 0.3), (I16, 0.15), (I8, 0.1), (U8, 0.1)),
     stmts={"let": 4.0, "update": 3.0, "if": 0.6, "for": 0.4, "neighbour": 0.8, "helper": 0.4, "early_return": 0.2},
 )
@@ -22,8 +32,19 @@ IO_TYPES = (F32, F32, F32, I32, I32, F64, U32, I64)
 
 
 # arithmetic kernels convert between precisions / integer and float types
-REQUIRED = ("float(", "int(", "wp.float32(", "wp.float64(", "wp.int32(", "wp.uint32(", "wp.int64(", "wp.float16(",
-            "wp.int8(", "wp.uint8(", "wp.int16(")
+REQUIRED = (
+    "float(",
+    "int(",
+    "wp.float32(",
+    "wp.float64(",
+    "wp.int32(",
+    "wp.uint32(",
+    "wp.int64(",
+    "wp.float16(",
+    "wp.int8(",
+    "wp.uint8(",
+    "wp.int16(",
+)
 
 OPERATORS = (" + ", " - ", " * ", " / ", " // ", " % ", " & ", " | ", " ^ ", " << ", " >> ", " += ", " -= ", " *= ")
 
@@ -56,8 +77,7 @@ def _hash_motif(f: Frame) -> None:
         x = fn(x) & 0xFFFFFFFF
     mask = int(pick(f.rng, (255, 1023, 4095, 65535)))
     vals = (x & mask).astype(float)
-    masked = Expr(f"{h} & wp.uint32({mask})", U32, Interval(0, mask), prec=7, size=3,
-                  vals=vals)
+    masked = Expr(f"{h} & wp.uint32({mask})", U32, Interval(0, mask), prec=7, size=3, vals=vals)
     kb.declare("local_int", masked)
 
 

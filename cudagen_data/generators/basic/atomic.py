@@ -23,16 +23,42 @@ from .wtypes import F32, I32, WType, vec
 V3 = vec(3)
 
 PROFILE = Profile(
-    families={"arith": 3.0, "trig": 0.6, "explog": 0.6, "minmax": 1.0, "select": 0.8, "cast": 0.8, "intdiv": 0.6,
-              "round": 0.4, "vec": 0.6, "vec_reduce": 0.6, "helper": 0.12, "bits": 0.3},
+    families={
+        "arith": 3.0,
+        "trig": 0.6,
+        "explog": 0.6,
+        "minmax": 1.0,
+        "select": 0.8,
+        "cast": 0.8,
+        "intdiv": 0.6,
+        "round": 0.4,
+        "vec": 0.6,
+        "vec_reduce": 0.6,
+        "helper": 0.12,
+        "bits": 0.3,
+    },
     local_types=((F32, 5.0), (I32, 1.5), (V3, 0.8)),
     stmts={"let": 4.0, "update": 2.0, "if": 0.8, "for": 0.6, "neighbour": 0.6, "helper": 0.3},
     size={"basic": (0, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 5, 2, 2)},
 )
 
 IN_POOL = (F32, F32, F32, I32, V3)
-NOUNS = ("histogram", "counts", "totals", "bins", "energy", "mass", "votes", "forces", "scores", "bounds", "hits",
-         "tally", "segments", "buckets")
+NOUNS = (
+    "histogram",
+    "counts",
+    "totals",
+    "bins",
+    "energy",
+    "mass",
+    "votes",
+    "forces",
+    "scores",
+    "bounds",
+    "hits",
+    "tally",
+    "segments",
+    "buckets",
+)
 
 
 class Sinks:
@@ -61,7 +87,7 @@ class Sinks:
                 acc = start[w].copy().astype(float)
                 for world, slots, vals, how in contribs:
                     sel = world == w
-                    for s, v in zip(slots[sel], vals[sel]):
+                    for s, v in zip(slots[sel], vals[sel], strict=False):
                         if how == "add":
                             acc[s] += v
                         elif how == "max":
@@ -191,7 +217,9 @@ def _sink_minmax(f: Frame, sinks: Sinks) -> None:
     arr = kb.add_array("accum", F32, (k,), "inout", (float(f"{dom[0]:.3g}"), float(f"{dom[1]:.3g}")))
     start = arr.data.reshape(3, k)
     sinks.add(arr, start)
-    index, slots = ("0", np.zeros(kb.n_samples)) if k == 1 else (f"{kb.tid[-1]} % {k}", np.fmod(kb.tid_exprs[-1].vals, k))
+    index, slots = (
+        ("0", np.zeros(kb.n_samples)) if k == 1 else (f"{kb.tid[-1]} % {k}", np.fmod(kb.tid_exprs[-1].vals, k))
+    )
     kb.emit(f"wp.atomic_{fn}({arr.name}, {index}, {v.text})")
     sinks.contribute(arr, slots, v.vals, fn)
 
@@ -217,7 +245,7 @@ def _sink_bits(f: Frame, sinks: Sinks) -> None:
     sinks.add(arr, np.zeros((3, 1)))
     index, slots = "0", np.zeros(kb.n_samples)
     kb.emit(f"wp.atomic_or({arr.name}, {index}, 1 << {bv.text})")
-    sinks.contribute(arr, slots, 2.0 ** bv.vals, "or")
+    sinks.contribute(arr, slots, 2.0**bv.vals, "or")
 
 
 def _sink_columns(f: Frame, sinks: Sinks) -> None:
@@ -236,13 +264,34 @@ def _sink_columns(f: Frame, sinks: Sinks) -> None:
 
 # Running min/max accumulators and bit masks make a kernel forward-only (no gradient through
 # them in Warp): a ninth each, so that most atomic rows ship a verified backward.
-SINKS = (_sink_reduce, _sink_reduce, _sink_reduce, _sink_histogram, _sink_scatter, _sink_scatter, _sink_minmax, _sink_bits,
-         _sink_columns)
+SINKS = (
+    _sink_reduce,
+    _sink_reduce,
+    _sink_reduce,
+    _sink_histogram,
+    _sink_scatter,
+    _sink_scatter,
+    _sink_minmax,
+    _sink_bits,
+    _sink_columns,
+)
 
 
 def _build(rng: np.random.Generator) -> Frame:
-    f = standard_frame(rng, "atomic", PROFILE, IN_POOL, (F32,), dims=(1, 1, 1, 2, 2), n_in=(1, 3), n_out=(0, 0),
-                       param_pool=(F32,), n_params=(0, 0, 1), first_in=F32, nouns=NOUNS)
+    f = standard_frame(
+        rng,
+        "atomic",
+        PROFILE,
+        IN_POOL,
+        (F32,),
+        dims=(1, 1, 1, 2, 2),
+        n_in=(1, 3),
+        n_out=(0, 0),
+        param_pool=(F32,),
+        n_params=(0, 0, 1),
+        first_in=F32,
+        nouns=NOUNS,
+    )
     sinks = Sinks(f)
     f.body.body()
     n_sinks = 1 if rng.random() < 0.65 else 2

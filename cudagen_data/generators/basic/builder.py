@@ -158,8 +158,15 @@ class KernelBuilder:
         self.returned = False  # set after a return (nothing may follow in that block)
 
     # ------------------------------------------------------------------ arguments
-    def add_array(self, role_pool: str, t: WType, shape: tuple[int, ...], role: str = "in",
-                  domain: tuple[float, float] = (-1.0, 1.0), name: str | None = None) -> Arg:
+    def add_array(
+        self,
+        role_pool: str,
+        t: WType,
+        shape: tuple[int, ...],
+        role: str = "in",
+        domain: tuple[float, float] = (-1.0, 1.0),
+        name: str | None = None,
+    ) -> Arg:
         ndim_style = "kw" if self.rng.random() < 0.25 else "suffix"
         arg = Arg(name or self.names.fresh(role_pool), "array", t, tuple(shape), role, domain, ndim_style)
         if role != "out":
@@ -198,7 +205,7 @@ class KernelBuilder:
         self.active = np.ones(self.n_samples, dtype=bool)
         self.tid_exprs = tuple(
             Expr(name, WType("int32"), Interval(0, d - 1), vals=ids.astype(float))
-            for name, d, ids in zip(self.tid, dims, self.sample_ids)
+            for name, d, ids in zip(self.tid, dims, self.sample_ids, strict=False)
         )
         return self.tid_exprs
 
@@ -230,7 +237,7 @@ class KernelBuilder:
     def _count_uses(self, line: str) -> None:
         """Count reads of local variables in an emitted line (the assigned name is not a read)."""
         m = _ASSIGN_TARGET.match(line)
-        rest = line[m.end():] if m else line
+        rest = line[m.end() :] if m else line
         if m and m.group(1):
             rest = m.group(1) + " " + rest  # indices of an element assignment are reads
         for name in _IDENT.findall(rest):
@@ -243,8 +250,9 @@ class KernelBuilder:
         return np.broadcast_to(vals, (self.n_samples,) + vals.shape[1:]).copy()
 
     def var_expr(self, name: str, e: Expr) -> Expr:
-        return Expr(name, e.type, e.iv, PREC_ATOM, size=1, min_norm=e.min_norm,
-                    unit=e.unit, det_lo=e.det_lo, vals=e.vals)
+        return Expr(
+            name, e.type, e.iv, PREC_ATOM, size=1, min_norm=e.min_norm, unit=e.unit, det_lo=e.det_lo, vals=e.vals
+        )
 
     def declare(self, role: str, e: Expr, name: str | None = None, mutable: bool = False) -> Expr:
         """``name = e``; returns the variable as an expression.  A literal value is bound
@@ -279,8 +287,9 @@ class KernelBuilder:
         return [v for v in self.vars.values() if v.name not in self.locked and (t is None or v.expr.type == t)]
 
     # ------------------------------------------------------------------ updates
-    def update(self, name: str, op: str, e: Expr, result: Expr | None = None, decay: float = 0.0,
-               text: str | None = None) -> None:
+    def update(
+        self, name: str, op: str, e: Expr, result: Expr | None = None, decay: float = 0.0, text: str | None = None
+    ) -> None:
         """Emit an update of an existing variable and record what it does to its value.
 
         ``op``: "=" (set), "+=", "-=", "*=" (accumulate/scale), "min"/"max" (the caller
@@ -394,7 +403,7 @@ class KernelBuilder:
             for e in es[1:]:
                 iv = iv.union(e.iv)
             vals = self.full(before.vals)
-            for mask, e in zip(masks, es):
+            for mask, e in zip(masks, es, strict=False):
                 vals = nm.select(mask, self.full(e.vals), vals)
             merged = before.with_(
                 iv=iv,
@@ -407,14 +416,23 @@ class KernelBuilder:
             if any(e is not before for e in es):
                 self.vars[name].uses = min(self.vars[name].uses, 0)
 
-    def begin_loop(self, header: str, max_trips: int, trips: np.ndarray, loop_var: Expr | None = None,
-                   mutable: tuple[str, ...] = ()) -> None:
+    def begin_loop(
+        self,
+        header: str,
+        max_trips: int,
+        trips: np.ndarray,
+        loop_var: Expr | None = None,
+        mutable: tuple[str, ...] = (),
+    ) -> None:
         """Open a loop.  ``mutable`` names the outer variables the body may update: they are
         locked (not readable) for the whole body, so no read sees a value from a later
         iteration that the interval analysis did not account for."""
         self.emit(header)
-        self.loops.append(_LoopFrame(max_trips=max_trips, trips=self.full(np.asarray(trips, dtype=float).reshape(-1)),
-                                     mutable=tuple(mutable)))
+        self.loops.append(
+            _LoopFrame(
+                max_trips=max_trips, trips=self.full(np.asarray(trips, dtype=float).reshape(-1)), mutable=tuple(mutable)
+            )
+        )
         for name in mutable:
             self.locked.setdefault(name, len(self.loops))
         self._push_block()

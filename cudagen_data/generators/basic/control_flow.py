@@ -18,21 +18,54 @@ from .stmts import Profile
 from .wtypes import F32, F64, I32
 
 PROFILE = Profile(
-    families={"arith": 3.0, "select": 2.0, "minmax": 1.0, "trig": 0.5, "explog": 0.5, "round": 0.4, "cast": 0.5,
-              "intdiv": 0.6, "helper": 0.12, "special": 0.3},
+    families={
+        "arith": 3.0,
+        "select": 2.0,
+        "minmax": 1.0,
+        "trig": 0.5,
+        "explog": 0.5,
+        "round": 0.4,
+        "cast": 0.5,
+        "intdiv": 0.6,
+        "helper": 0.12,
+        "special": 0.3,
+    },
     local_types=((F32, 4.0), (I32, 2.5), (F64, 0.4)),
-    stmts={"let": 2.0, "update": 2.0, "if": 3.0, "for": 2.5, "while": 0.25, "early_return": 0.8, "helper": 0.5,
-           "neighbour": 0.5},
+    stmts={
+        "let": 2.0,
+        "update": 2.0,
+        "if": 3.0,
+        "for": 2.5,
+        "while": 0.25,
+        "early_return": 0.8,
+        "helper": 0.5,
+        "neighbour": 0.5,
+    },
     size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 4, 2, 3)},
 )
 
 IN_POOL = (F32, F32, F32, I32, I32, F64)
 OUT_POOL = (F32, F32, I32, F64)
-NOUNS = ("values", "samples", "particles", "cells", "queries", "events", "steps", "paths", "scores", "states",
-         "grid", "keys", "levels", "signal")
+NOUNS = (
+    "values",
+    "samples",
+    "particles",
+    "cells",
+    "queries",
+    "events",
+    "steps",
+    "paths",
+    "scores",
+    "states",
+    "grid",
+    "keys",
+    "levels",
+    "signal",
+)
 
 
 REQUIRED = ("if ", "for ", "while ", "wp.where(", " else ")
+
 
 def _collatz(f: Frame) -> None:
     """Count Collatz steps of a small positive integer, at most K of them."""
@@ -61,8 +94,9 @@ def _collatz(f: Frame) -> None:
         act = (nv != 1) & (sv < kmax)
         nv = np.where(act, np.where(nv % 2 == 0, nv // 2, 3 * nv + 1), nv)
         sv = sv + act
-    kb.begin_loop(f"while {n.text} != 1 and {steps.text} < {kmax}:", kmax, np.array([kmax]), None,
-                  mutable=(n.text, steps.text))
+    kb.begin_loop(
+        f"while {n.text} != 1 and {steps.text} < {kmax}:", kmax, np.array([kmax]), None, mutable=(n.text, steps.text)
+    )
     if f.rng.random() < 0.5:
         kb.emit(f"if {n.text} % 2 == 0:")
         kb.emit(f"    {n.text} = {n.text} // 2")
@@ -87,7 +121,11 @@ def _newton_sqrt(f: Frame) -> None:
         if s.iv.lo < 0.5:
             return
     sv = kb.declare("local", s)
-    x = kb.declare("local", sv, mutable=True) if f.rng.random() < 0.5 else kb.declare("local", ops.add(sv, const(F32, 1.0)) or sv, mutable=True)
+    x = (
+        kb.declare("local", sv, mutable=True)
+        if f.rng.random() < 0.5
+        else kb.declare("local", ops.add(sv, const(F32, 1.0)) or sv, mutable=True)
+    )
     k = int(pick(f.rng, (3, 4, 5, 6)))
     lv = kb.names.fresh("loop")
     xs = kb.full(x.vals).astype(float)
@@ -95,8 +133,15 @@ def _newton_sqrt(f: Frame) -> None:
     for _ in range(k):
         xs = 0.5 * (xs + svals / xs)
     kb.begin_loop(f"for {lv} in range({k}):", k, np.array([k]), None, mutable=(x.text,))
-    kb.emit(pick(f.rng, (f"{x.text} = 0.5 * ({x.text} + {sv.text} / {x.text})",
-                         f"{x.text} = ({x.text} + {sv.text} / {x.text}) * 0.5")))
+    kb.emit(
+        pick(
+            f.rng,
+            (
+                f"{x.text} = 0.5 * ({x.text} + {sv.text} / {x.text})",
+                f"{x.text} = ({x.text} + {sv.text} / {x.text}) * 0.5",
+            ),
+        )
+    )
     kb.end_loop(has_loop_var=False)
     lo = min(s.iv.lo, math.sqrt(s.iv.lo))
     v = kb.vars[x.text]
@@ -129,7 +174,7 @@ def _piecewise(f: Frame) -> None:
 
 def _search(f: Frame) -> None:
     """Index of the first neighbour above a threshold (break out of the scan)."""
-    kb, g = f.kb, f.gen
+    kb, _g = f.kb, f.gen
     arrays = [a for a in kb.args if a.kind == "array" and a.role == "in" and a.ndim == 1 and a.type in (F32, F64)]
     if not arrays:
         return
@@ -158,10 +203,12 @@ def _search(f: Frame) -> None:
 
 def _stencil(f: Frame) -> None:
     """Sum over a clamped 3x3 neighbourhood (nested loops) on a 2-D grid."""
-    kb, g = f.kb, f.gen
+    kb, _g = f.kb, f.gen
     if len(kb.launch) != 2:
         return
-    grids = [a for a in kb.args if a.kind == "array" and a.role == "in" and a.type == F32 and tuple(a.shape) == kb.launch]
+    grids = [
+        a for a in kb.args if a.kind == "array" and a.role == "in" and a.type == F32 and tuple(a.shape) == kb.launch
+    ]
     if not grids:
         return
     a = pick(f.rng, grids)
@@ -176,8 +223,10 @@ def _stencil(f: Frame) -> None:
     di, dj = kb.names.fresh("loop"), kb.names.fresh("loop")
     kb.begin_loop(f"for {di} in range(-1, 2):", 3, np.array([3]), None, mutable=(acc.text,))
     kb.begin_loop(f"for {dj} in range(-1, 2):", 3, np.array([3]), None)
-    kb.emit(f"{acc.text} += {a.name}[wp.clamp({r} + {di}, 0, {a.name}.shape[0] - 1), "
-            f"wp.clamp({c} + {dj}, 0, {a.name}.shape[1] - 1)]")
+    kb.emit(
+        f"{acc.text} += {a.name}[wp.clamp({r} + {di}, 0, {a.name}.shape[0] - 1), "
+        f"wp.clamp({c} + {dj}, 0, {a.name}.shape[1] - 1)]"
+    )
     kb.end_loop(has_loop_var=False)
     kb.end_loop(has_loop_var=False)
     v = kb.vars[acc.text]
@@ -190,8 +239,20 @@ MOTIFS = (_collatz, _newton_sqrt, _newton_sqrt, _piecewise, _piecewise, _search,
 
 
 def _build(rng: np.random.Generator) -> Frame:
-    f = standard_frame(rng, "control_flow", PROFILE, IN_POOL, OUT_POOL, dims=(1, 1, 1, 2, 2, 3), n_in=(1, 3),
-                       n_out=(1, 2), param_pool=(F32, I32), n_params=(0, 1, 1, 2), nouns=NOUNS, float_io=0.9)
+    f = standard_frame(
+        rng,
+        "control_flow",
+        PROFILE,
+        IN_POOL,
+        OUT_POOL,
+        dims=(1, 1, 1, 2, 2, 3),
+        n_in=(1, 3),
+        n_out=(1, 2),
+        param_pool=(F32, I32),
+        n_params=(0, 1, 1, 2),
+        nouns=NOUNS,
+        float_io=0.9,
+    )
     f.require_any(REQUIRED)
     if rng.random() < 0.5:
         pick(rng, MOTIFS)(f)
@@ -202,4 +263,3 @@ def _build(rng: np.random.Generator) -> Frame:
 
 def generate(rng: np.random.Generator) -> KernelSpec:
     return generate_checked(rng, _build)
-

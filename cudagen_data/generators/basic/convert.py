@@ -48,7 +48,7 @@ def _to_scalar(g: ExprGen, e: Expr, t: WType) -> Expr | None:
             e = g.fit_nonneg(e)
         return ops.cast(e, t, style=g.kb.cast_style)
     # reduce to a scalar of the same component type, then cast
-    comp = s.component()
+    s.component()
     r = None
     if s.is_vector or s.quat:
         choices = ["component", "dot", "sum"]

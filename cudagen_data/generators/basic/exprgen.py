@@ -74,7 +74,7 @@ class ExprGen:
     def weighted(self, items: list, weights: list[float]):
         r = self.rng.random() * sum(weights)
         acc = 0.0
-        for item, w in zip(items, weights):
+        for item, w in zip(items, weights, strict=False):
             acc += w
             if r < acc:
                 return item
@@ -85,8 +85,15 @@ class ExprGen:
         comp = t.component()
         if t.quat:
             dtype = "" if t.scalar == "float32" else f"dtype=wp.{t.scalar}"
-            return Expr(f"wp.quat_identity({dtype})", t, Interval(-1.0, 1.0), literal=True, unit=True, min_norm=1.0,
-                        vals=np.array([[0.0, 0.0, 0.0, 1.0]]))
+            return Expr(
+                f"wp.quat_identity({dtype})",
+                t,
+                Interval(-1.0, 1.0),
+                literal=True,
+                unit=True,
+                min_norm=1.0,
+                vals=np.array([[0.0, 0.0, 0.0, 1.0]]),
+            )
         if comp.is_int:
             lo_i = max(int(math.ceil(lo)), 0 if comp.is_unsigned else -(10**9))
             hi_i = max(lo_i, int(math.floor(hi)))
@@ -261,8 +268,14 @@ class ExprGen:
     def comparison(self, depth: int, t: WType | None = None) -> Expr:
         if t is None:
             # compare something that varies: a type some varying local (or parameter) has
-            varying = [v.expr.type for v in self.kb.readable_vars() if v.expr.varying and v.expr.type.is_scalar
-                       and not v.expr.type.is_bool and v.expr.type.scalar != "float16"]
+            varying = [
+                v.expr.type
+                for v in self.kb.readable_vars()
+                if v.expr.varying
+                and v.expr.type.is_scalar
+                and not v.expr.type.is_bool
+                and v.expr.type.scalar != "float16"
+            ]
             t = self.pick(varying) if varying and self.chance(0.7) else self.pick([WType("float32")] * 4 + [I32])
         e = self.gen(t, depth)
         for _ in range(3):
@@ -300,7 +313,9 @@ class ExprGen:
         return c
 
     # ------------------------------------------------------------------ domain fitting
-    def _first_good(self, forms: list[Callable[[], Expr | None]], ok: Callable[[Expr], bool], keep_varying: bool) -> Expr | None:
+    def _first_good(
+        self, forms: list[Callable[[], Expr | None]], ok: Callable[[Expr], bool], keep_varying: bool
+    ) -> Expr | None:
         order = self.rng.permutation(len(forms))
         for j in order:
             r = forms[int(j)]()
@@ -374,9 +389,11 @@ class ExprGen:
                 forms.append(lambda: ops.mul(e, const(kt, k)))
                 forms.append(lambda: ops.mul(const(kt, k), e))
             for fn in ("sin", "tanh", "cos"):
+
                 def squash(fn=fn):
                     inner = ops.unary(fn, e)
                     return inner if half >= 1.0 else ops.mul(inner, const(t, _round_down(half)))
+
                 forms.append(squash)
             if e.vals is not None:
                 b = _round_down(half * 0.9)
@@ -400,8 +417,13 @@ class ExprGen:
         if lo <= -hi and hi >= 1:
             forms.append(lambda: ops.int_div("%", e, const(t, hi + 1)))
         if hi - lo >= 1:
-            forms.append(lambda: ops.add(ops.int_div("%", self.fit_nonneg(e), const(t, hi - lo + 1)), const(t, lo))
-                         if lo != 0 else ops.int_div("%", self.fit_nonneg(e), const(t, hi - lo + 1)))
+            forms.append(
+                lambda: (
+                    ops.add(ops.int_div("%", self.fit_nonneg(e), const(t, hi - lo + 1)), const(t, lo))
+                    if lo != 0
+                    else ops.int_div("%", self.fit_nonneg(e), const(t, hi - lo + 1))
+                )
+            )
             forms.append(lambda: ops.clamp(e, const(t, lo), const(t, hi)))
         r = self._first_good(forms, lambda r: r.iv.within(lo, hi), keep_varying=e.varying)
         if r is None:

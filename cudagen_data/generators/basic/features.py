@@ -9,9 +9,33 @@ from __future__ import annotations
 import ast
 
 LANGUAGE_FEATURES = (
-    "if", "elif", "else", "for", "while", "break", "continue", "return", "ternary", "wp.func", "struct",
-    "atomic", "array_augassign", "tid2d", "tid3d", "array2d", "array3d", "scalar_param", "bitwise",
-    "matmul_op", "pow_op", "vector", "matrix", "quaternion", "augassign", "element_assign", "neighbour_read",
+    "if",
+    "elif",
+    "else",
+    "for",
+    "while",
+    "break",
+    "continue",
+    "return",
+    "ternary",
+    "wp.func",
+    "struct",
+    "atomic",
+    "array_augassign",
+    "tid2d",
+    "tid3d",
+    "array2d",
+    "array3d",
+    "scalar_param",
+    "bitwise",
+    "matmul_op",
+    "pow_op",
+    "vector",
+    "matrix",
+    "quaternion",
+    "augassign",
+    "element_assign",
+    "neighbour_read",
 )
 
 _BIT_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
@@ -88,7 +112,10 @@ def extract_features(source: str, tree: ast.Module | None = None) -> tuple[str, 
 
 _TYPE_FEATURES = (
     ("vector", ("wp.vec", "wp.dot", "wp.cross", "wp.normalize", "wp.length")),
-    ("matrix", ("wp.mat", "wp.transpose", "wp.inverse", "wp.determinant", "wp.outer", "wp.identity", "wp.diag", "wp.skew")),
+    (
+        "matrix",
+        ("wp.mat", "wp.transpose", "wp.inverse", "wp.determinant", "wp.outer", "wp.identity", "wp.diag", "wp.skew"),
+    ),
     ("quaternion", ("wp.quat",)),
 )
 
@@ -122,7 +149,12 @@ def _visit(node: ast.AST, feats: dict, lang: dict, in_kernel: bool, array_params
     elif isinstance(node, ast.AugAssign):
         lang.setdefault("augassign", None)
         tgt = node.target
-        if in_kernel and isinstance(tgt, ast.Subscript) and isinstance(tgt.value, ast.Name) and tgt.value.id in array_params:
+        if (
+            in_kernel
+            and isinstance(tgt, ast.Subscript)
+            and isinstance(tgt.value, ast.Name)
+            and tgt.value.id in array_params
+        ):
             lang.setdefault("atomic", None)
             lang.setdefault("array_augassign", None)
         elif isinstance(tgt, (ast.Subscript, ast.Attribute)):
@@ -132,8 +164,11 @@ def _visit(node: ast.AST, feats: dict, lang: dict, in_kernel: bool, array_params
         if in_kernel and isinstance(node.value, ast.Call) and isinstance(tgt, ast.Tuple):
             if ast.unparse(node.value.func) == "wp.tid" and len(tgt.elts) >= 2:
                 lang.setdefault(f"tid{len(tgt.elts)}d", None)
-        if isinstance(tgt, (ast.Subscript, ast.Attribute)) and isinstance(tgt.value, ast.Name) \
-                and tgt.value.id not in array_params:
+        if (
+            isinstance(tgt, (ast.Subscript, ast.Attribute))
+            and isinstance(tgt.value, ast.Name)
+            and tgt.value.id not in array_params
+        ):
             lang.setdefault("element_assign", None)
     elif isinstance(node, ast.BinOp):
         if isinstance(node.op, _BIT_OPS):

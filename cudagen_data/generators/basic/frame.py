@@ -11,9 +11,9 @@ import ast
 import numpy as np
 
 from ...spec import KernelSpec
+from ..difficulty import difficulty
 from . import numeric as nm
 from .builder import Arg, KernelBuilder
-from ..difficulty import difficulty
 from .exprgen import ExprGen
 from .features import extract_features
 from .funcs import call_new_helper, helper_hook_for
@@ -25,7 +25,17 @@ MAX_COMPONENTS = 256  # per array (test vectors store whole arrays)
 
 # Input value ranges by element kind; sqrt/log-style ops get positive ranges from fitting,
 # but positive inputs make such code read naturally more often.
-FLOAT_DOMAINS = ((-1.0, 1.0), (-1.0, 1.0), (-2.0, 2.0), (0.1, 2.0), (0.5, 3.0), (-3.0, 3.0), (0.0, 1.0), (-0.5, 0.5), (1.0, 4.0))
+FLOAT_DOMAINS = (
+    (-1.0, 1.0),
+    (-1.0, 1.0),
+    (-2.0, 2.0),
+    (0.1, 2.0),
+    (0.5, 3.0),
+    (-3.0, 3.0),
+    (0.0, 1.0),
+    (-0.5, 0.5),
+    (1.0, 4.0),
+)
 INT_DOMAINS = ((0.0, 15.0), (-8.0, 8.0), (1.0, 100.0), (0.0, 255.0), (-50.0, 50.0), (0.0, 63.0))
 VEC_DOMAINS = ((-1.0, 1.0), (-1.0, 1.0), (-2.0, 2.0), (0.2, 1.5), (-5.0, 5.0))
 MAT_DOMAINS = ((-1.0, 1.0), (-0.5, 0.5), (-2.0, 2.0))
@@ -77,8 +87,14 @@ def launch_shape(rng: np.random.Generator, dims: int, max_threads: int) -> tuple
 class Frame:
     """One kernel under construction: builder + expression generator + statement generator."""
 
-    def __init__(self, rng: np.random.Generator, category: str, profile: Profile, tier: str | None = None,
-                 nouns: tuple[str, ...] = NOUNS):
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        category: str,
+        profile: Profile,
+        tier: str | None = None,
+        nouns: tuple[str, ...] = NOUNS,
+    ):
         self.rng = rng
         self.category = category
         self.tier = tier or pick(rng, TIERS)
@@ -95,13 +111,21 @@ class Frame:
         biggest = max([t.ncomp for t in types] + [1])
         return MAX_COMPONENTS // biggest
 
-    def add_input(self, t: WType, shape: tuple[int, ...] | None = None, domain: tuple[float, float] | None = None) -> Arg:
+    def add_input(
+        self, t: WType, shape: tuple[int, ...] | None = None, domain: tuple[float, float] | None = None
+    ) -> Arg:
         shape = shape or self.kb.launch
         assert int(np.prod(shape)) * t.ncomp <= MAX_COMPONENTS
         return self.kb.add_array(index_role(t), t, shape, "in", domain or domain_for(self.rng, t))
 
-    def add_output(self, t: WType, shape: tuple[int, ...] | None = None, role: str = "out",
-                   domain: tuple[float, float] = (0.0, 0.0), pool: str = "out") -> Arg:
+    def add_output(
+        self,
+        t: WType,
+        shape: tuple[int, ...] | None = None,
+        role: str = "out",
+        domain: tuple[float, float] = (0.0, 0.0),
+        pool: str = "out",
+    ) -> Arg:
         shape = shape or self.kb.launch
         assert int(np.prod(shape)) * t.ncomp <= MAX_COMPONENTS
         arg = self.kb.add_array(pool, t, shape, role, domain)
@@ -180,7 +204,7 @@ class Frame:
                     keep[k] = True
                     reachable_text += "\n" + kb.helpers[k]
                     changed = True
-        return [h for h, k in zip(kb.helpers, keep) if k]
+        return [h for h, k in zip(kb.helpers, keep, strict=False) if k]
 
     def source(self) -> str:
         kb = self.kb
@@ -216,10 +240,21 @@ def ensure_float_io(in_types: list[WType], out_types: list[WType]) -> None:
         out_types[-1] = F32
 
 
-def standard_frame(rng: np.random.Generator, category: str, profile: Profile, in_pool: tuple[WType, ...],
-                   out_pool: tuple[WType, ...], dims: tuple[int, ...] = (1, 1, 1, 2, 2, 3), n_in: tuple[int, int] = (1, 3),
-                   n_out: tuple[int, int] = (1, 2), param_pool: tuple[WType, ...] = (), n_params: tuple[int, ...] = (0,),
-                   first_in: WType | None = None, nouns: tuple[str, ...] = NOUNS, float_io: float = 0.0) -> Frame:
+def standard_frame(
+    rng: np.random.Generator,
+    category: str,
+    profile: Profile,
+    in_pool: tuple[WType, ...],
+    out_pool: tuple[WType, ...],
+    dims: tuple[int, ...] = (1, 1, 1, 2, 2, 3),
+    n_in: tuple[int, int] = (1, 3),
+    n_out: tuple[int, int] = (1, 2),
+    param_pool: tuple[WType, ...] = (),
+    n_params: tuple[int, ...] = (0,),
+    first_in: WType | None = None,
+    nouns: tuple[str, ...] = NOUNS,
+    float_io: float = 0.0,
+) -> Frame:
     """A frame with its launch grid, per-thread inputs/outputs and scalar parameters set up,
     the thread-index line emitted and most inputs loaded into locals.  ``float_io``: the
     probability that a float input and a float output are guaranteed (a kernel with

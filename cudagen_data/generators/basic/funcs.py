@@ -49,8 +49,12 @@ def call_new_helper(body: BodyGen, ret: WType) -> Expr | None:
         params.append((pname, a.type))
     fgen = ExprGen(fb, g.weights, literal_weight=g.literal_weight)
     fgen.productions = [p for p in fgen.productions if p[0] != "helper"]
-    prof = Profile(families=body.profile.families, local_types=body.profile.local_types, stmts=dict(_HELPER_STMTS),
-                   size={"basic": (0, 1, 2, 1), "intermediate": (0, 2, 2, 1), "advanced": (1, 2, 2, 2)})
+    prof = Profile(
+        families=body.profile.families,
+        local_types=body.profile.local_types,
+        stmts=dict(_HELPER_STMTS),
+        size={"basic": (0, 1, 2, 1), "intermediate": (0, 2, 2, 1), "advanced": (1, 2, 2, 2)},
+    )
     fbody = BodyGen(fb, fgen, prof, body.tier)
     fbody.in_kernel = False
     fbody.new_helper = call_new_helper
@@ -73,9 +77,10 @@ def call_new_helper(body: BodyGen, ret: WType) -> Expr | None:
     if not iv.finite() or not nm.finite(vals):
         return None
     sig = ", ".join(f"{n}: {t.annotation(kb.short_annot)}" for n, t in params)
-    kb.helpers.append("@wp.func\n" f"def {fname}({sig}) -> {ret.annotation(kb.short_annot)}:\n" + "\n".join(fb.lines) + "\n")
-    return Expr(call_text(fname, *args), ret, iv, size=1 + sum(a.size for a in args),
-                vals=vals)
+    kb.helpers.append(
+        f"@wp.func\ndef {fname}({sig}) -> {ret.annotation(kb.short_annot)}:\n" + "\n".join(fb.lines) + "\n"
+    )
+    return Expr(call_text(fname, *args), ret, iv, size=1 + sum(a.size for a in args), vals=vals)
 
 
 def helper_hook_for(body: BodyGen):

@@ -16,22 +16,70 @@ M22, M33, M44, M33D = mat(2), mat(3), mat(4), mat(3, "float64")
 V2, V3, V4 = vec(2), vec(3), vec(4)
 
 PROFILE = Profile(
-    families={"mat": 4.0, "mat_vec": 3.0, "mat_reduce": 2.0, "arith": 2.5, "vec": 1.0, "vec_reduce": 1.0,
-              "quat": 0.6, "cast": 0.2, "helper": 0.12, "trig": 0.2, "minmax": 0.2, "select": 0.2},
+    families={
+        "mat": 4.0,
+        "mat_vec": 3.0,
+        "mat_reduce": 2.0,
+        "arith": 2.5,
+        "vec": 1.0,
+        "vec_reduce": 1.0,
+        "quat": 0.6,
+        "cast": 0.2,
+        "helper": 0.12,
+        "trig": 0.2,
+        "minmax": 0.2,
+        "select": 0.2,
+    },
     local_types=((M33, 3.0), (M22, 1.5), (M44, 1.0), (V3, 2.0), (F32, 2.0), (V2, 0.6), (V4, 0.5), (M33D, 0.3)),
-    stmts={"let": 4.0, "update": 2.0, "elem": 1.0, "if": 0.6, "for": 0.5, "helper": 0.4, "neighbour": 0.3,
-           "early_return": 0.15},
+    stmts={
+        "let": 4.0,
+        "update": 2.0,
+        "elem": 1.0,
+        "if": 0.6,
+        "for": 0.5,
+        "helper": 0.4,
+        "neighbour": 0.3,
+        "early_return": 0.15,
+    },
     size={"basic": (1, 2, 2, 1), "intermediate": (2, 3, 2, 2), "advanced": (3, 4, 2, 2)},
 )
 
 IN_POOL = (M33, M33, M22, M44, V3, V3, F32, M33D, quat())
 OUT_POOL = (M33, M33, V3, V3, F32, M22, M44, V2)
-NOUNS = ("matrices", "frames", "rotations", "transforms", "tensors", "jacobians", "inertia", "basis", "stress",
-         "covariance", "bodies", "cameras", "joints", "strain")
+NOUNS = (
+    "matrices",
+    "frames",
+    "rotations",
+    "transforms",
+    "tensors",
+    "jacobians",
+    "inertia",
+    "basis",
+    "stress",
+    "covariance",
+    "bodies",
+    "cameras",
+    "joints",
+    "strain",
+)
 
 
-REQUIRED = (" @ ", "wp.mul(", "wp.transpose(", "wp.determinant(", "wp.inverse(", "wp.outer(", "wp.trace(",
-            "wp.ddot(", "wp.diag(", "wp.get_diag(", "wp.skew(", "wp.quat_to_matrix(", "wp.matrix_from_")
+REQUIRED = (
+    " @ ",
+    "wp.mul(",
+    "wp.transpose(",
+    "wp.determinant(",
+    "wp.inverse(",
+    "wp.outer(",
+    "wp.trace(",
+    "wp.ddot(",
+    "wp.diag(",
+    "wp.get_diag(",
+    "wp.skew(",
+    "wp.quat_to_matrix(",
+    "wp.matrix_from_",
+)
+
 
 def _rotate_points(f: Frame) -> None:
     """R = quat_to_matrix(q); p' = R @ p + t (rigid transform of a point)."""
@@ -107,9 +155,20 @@ MOTIFS = (_rotate_points, _similarity, _solve, _covariance)
 
 
 def _build(rng: np.random.Generator) -> Frame:
-    f = standard_frame(rng, "matrix", PROFILE, IN_POOL, OUT_POOL, dims=(1, 1, 1, 2, 2, 3), n_in=(1, 3), n_out=(1, 2),
-                       param_pool=(F32, F32, M33), n_params=(0, 0, 1, 1), first_in=pick(rng, (M33, V3, M22)),
-                       nouns=NOUNS)
+    f = standard_frame(
+        rng,
+        "matrix",
+        PROFILE,
+        IN_POOL,
+        OUT_POOL,
+        dims=(1, 1, 1, 2, 2, 3),
+        n_in=(1, 3),
+        n_out=(1, 2),
+        param_pool=(F32, F32, M33),
+        n_params=(0, 0, 1, 1),
+        first_in=pick(rng, (M33, V3, M22)),
+        nouns=NOUNS,
+    )
     f.require_any(REQUIRED)
     if rng.random() < 0.5:
         pick(rng, MOTIFS)(f)

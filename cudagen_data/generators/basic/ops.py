@@ -119,8 +119,9 @@ def sub(a: Expr, b: Expr) -> Expr | None:
 def neg(a: Expr) -> Expr | None:
     if not _is_numeric(a.type) or a.type.is_unsigned:
         return None
-    return _result(f"-{a.wrap(PREC_UNARY)}", a.type, -a.iv, a, vals=-a.vals, prec=PREC_UNARY, unit=a.unit,
-                   min_norm=a.min_norm)
+    return _result(
+        f"-{a.wrap(PREC_UNARY)}", a.type, -a.iv, a, vals=-a.vals, prec=PREC_UNARY, unit=a.unit, min_norm=a.min_norm
+    )
 
 
 def mul(a: Expr, b: Expr) -> Expr | None:
@@ -136,7 +137,9 @@ def mul(a: Expr, b: Expr) -> Expr | None:
     vals = nm.expand(s.vals, _extra_dims(t)) * v.vals
     min_norm = v.min_norm * s.iv.mig if t.is_vector else 0.0
     det_lo = v.det_lo * s.iv.mig ** t.shape[0] if t.is_matrix else 0.0
-    return _result(binop_text("*", a, b), t, iv, a, b, vals=vals, prec=BINOP_PREC["*"], min_norm=min_norm, det_lo=det_lo)
+    return _result(
+        binop_text("*", a, b), t, iv, a, b, vals=vals, prec=BINOP_PREC["*"], min_norm=min_norm, det_lo=det_lo
+    )
 
 
 def div(a: Expr, b: Expr) -> Expr | None:
@@ -365,8 +368,16 @@ def vec_cast(a: Expr, to_scalar: str) -> Expr | None:
     to = a.type.with_scalar(to_scalar)
     if not to.storable:
         return None
-    return _result(call_text(to.ctor, a), to, a.iv, a, vals=nm.cast(a.vals, True, to_scalar), unit=a.unit,
-                   min_norm=a.min_norm, det_lo=a.det_lo)
+    return _result(
+        call_text(to.ctor, a),
+        to,
+        a.iv,
+        a,
+        vals=nm.cast(a.vals, True, to_scalar),
+        unit=a.unit,
+        min_norm=a.min_norm,
+        det_lo=a.det_lo,
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -454,8 +465,9 @@ def binary_fn(fn: str, a: Expr, b: Expr) -> Expr | None:
         iv = Interval(-math.pi / 2, math.pi / 2) if b.iv.lo > 0 else Interval(-math.pi, math.pi)
         return _result(call_text("wp.atan2", a, b), t, iv, a, b, vals=np.arctan2(a.vals, b.vals))
     if fn == "copysign":
-        return _result(call_text("wp.copysign", a, b), t, Interval(-a.iv.mag, a.iv.mag), a, b,
-                       vals=np.copysign(a.vals, b.vals))
+        return _result(
+            call_text("wp.copysign", a, b), t, Interval(-a.iv.mag, a.iv.mag), a, b, vals=np.copysign(a.vals, b.vals)
+        )
     return None
 
 
@@ -542,8 +554,9 @@ def matrix_row(m: Expr, r: int) -> Expr | None:
     if not m.type.is_matrix or r >= m.type.shape[0]:
         return None
     t = WType(m.type.scalar, (m.type.shape[1],))
-    return _result(f"{m.wrap(PREC_ATOM)}[{r}]", t, m.iv, m, vals=m.vals[..., r, :], min_norm=1.0 if m.unit else 0.0,
-                   unit=m.unit)
+    return _result(
+        f"{m.wrap(PREC_ATOM)}[{r}]", t, m.iv, m, vals=m.vals[..., r, :], min_norm=1.0 if m.unit else 0.0, unit=m.unit
+    )
 
 
 def dot(a: Expr, b: Expr) -> Expr | None:
@@ -626,8 +639,9 @@ def normalize(v: Expr, smooth: bool = False) -> Expr | None:
         return _result(call_text("wp.smooth_normalize", v), t, Interval(-1.0, 1.0), v, vals=nm.smooth_normalize(v.vals))
     if v.min_norm < 0.1:
         return None
-    return _result(call_text("wp.normalize", v), t, Interval(-1.0, 1.0), v, vals=nm.normalize(v.vals), unit=True,
-                   min_norm=1.0)
+    return _result(
+        call_text("wp.normalize", v), t, Interval(-1.0, 1.0), v, vals=nm.normalize(v.vals), unit=True, min_norm=1.0
+    )
 
 
 def vec_abs(v: Expr) -> Expr | None:
@@ -674,8 +688,15 @@ def mat_from_vectors(how: str, t: WType, vs: list[Expr]) -> Expr | None:
 
 def identity(n: int, scalar: str) -> Expr:
     dtype = "float" if scalar == "float32" else f"wp.{scalar}"
-    return Expr(f"wp.identity(n={n}, dtype={dtype})", WType(scalar, (n, n)), Interval(0.0, 1.0), literal=True,
-                unit=True, det_lo=1.0, vals=np.eye(n)[None])
+    return Expr(
+        f"wp.identity(n={n}, dtype={dtype})",
+        WType(scalar, (n, n)),
+        Interval(0.0, 1.0),
+        literal=True,
+        unit=True,
+        det_lo=1.0,
+        vals=np.eye(n)[None],
+    )
 
 
 def diag(v: Expr) -> Expr | None:
@@ -683,8 +704,9 @@ def diag(v: Expr) -> Expr | None:
         return None
     n = v.type.length
     t = WType(v.type.scalar, (n, n))
-    return _result(call_text("wp.diag", v), t, v.iv.union(Interval.point(0.0)), v, vals=nm.diag(v.vals),
-                   det_lo=v.iv.mig**n)
+    return _result(
+        call_text("wp.diag", v), t, v.iv.union(Interval.point(0.0)), v, vals=nm.diag(v.vals), det_lo=v.iv.mig**n
+    )
 
 
 def outer(a: Expr, b: Expr) -> Expr | None:
@@ -706,8 +728,9 @@ def transpose(m: Expr) -> Expr | None:
     if not m.type.is_matrix:
         return None
     t = WType(m.type.scalar, (m.type.shape[1], m.type.shape[0]))
-    return _result(call_text("wp.transpose", m), t, m.iv, m, vals=np.swapaxes(m.vals, -1, -2), unit=m.unit,
-                   det_lo=m.det_lo)
+    return _result(
+        call_text("wp.transpose", m), t, m.iv, m, vals=np.swapaxes(m.vals, -1, -2), unit=m.unit, det_lo=m.det_lo
+    )
 
 
 def determinant(m: Expr) -> Expr | None:
@@ -727,31 +750,46 @@ def inverse(m: Expr) -> Expr | None:
     if m.det_lo < 0.2:
         return None
     bound = 1.0 if m.unit else hadamard_bound(n - 1, m.iv.mag) / m.det_lo
-    return _result(call_text("wp.inverse", m), t, Interval(-bound, bound), m, vals=nm.inverse(m.vals), unit=m.unit,
-                   det_lo=1.0 / hadamard_bound(n, m.iv.mag))
+    return _result(
+        call_text("wp.inverse", m),
+        t,
+        Interval(-bound, bound),
+        m,
+        vals=nm.inverse(m.vals),
+        unit=m.unit,
+        det_lo=1.0 / hadamard_bound(n, m.iv.mag),
+    )
 
 
 def trace(m: Expr) -> Expr | None:
     t = m.type
     if not t.is_matrix or t.shape[0] != t.shape[1] or not t.is_float:
         return None
-    return _result(call_text("wp.trace", m), t.component(), m.iv.scale(t.shape[0]), m,
-                   vals=np.trace(m.vals, axis1=-2, axis2=-1))
+    return _result(
+        call_text("wp.trace", m), t.component(), m.iv.scale(t.shape[0]), m, vals=np.trace(m.vals, axis1=-2, axis2=-1)
+    )
 
 
 def ddot(a: Expr, b: Expr) -> Expr | None:
     if a.type != b.type or not a.type.is_matrix or not a.type.is_float:
         return None
     iv = (a.iv * b.iv).scale(a.type.ncomp)
-    return _result(call_text("wp.ddot", a, b), a.type.component(), iv, a, b, vals=np.sum(a.vals * b.vals, axis=(-2, -1)))
+    return _result(
+        call_text("wp.ddot", a, b), a.type.component(), iv, a, b, vals=np.sum(a.vals * b.vals, axis=(-2, -1))
+    )
 
 
 def get_diag(m: Expr) -> Expr | None:
     t = m.type
     if not t.is_matrix or t.shape[0] != t.shape[1]:
         return None
-    return _result(call_text("wp.get_diag", m), WType(t.scalar, (t.shape[0],)), m.iv, m,
-                   vals=np.diagonal(m.vals, axis1=-2, axis2=-1))
+    return _result(
+        call_text("wp.get_diag", m),
+        WType(t.scalar, (t.shape[0],)),
+        m.iv,
+        m,
+        vals=np.diagonal(m.vals, axis1=-2, axis2=-1),
+    )
 
 
 def add_diagonal(m: Expr, c: Expr, style: str) -> Expr | None:
@@ -782,16 +820,33 @@ def quat_from_axis_angle(axis: Expr, angle: Expr) -> Expr | None:
     if axis.type.shape != (3,) or not axis.type.is_vector or angle.type != axis.type.component() or not axis.unit:
         return None
     t = WType(axis.type.scalar, (4,), quat=True)
-    return _result(call_text("wp.quat_from_axis_angle", axis, angle), t, Interval(-1.0, 1.0), axis, angle,
-                   vals=nm.quat_from_axis_angle(axis.vals, angle.vals), unit=True, min_norm=1.0)
+    return _result(
+        call_text("wp.quat_from_axis_angle", axis, angle),
+        t,
+        Interval(-1.0, 1.0),
+        axis,
+        angle,
+        vals=nm.quat_from_axis_angle(axis.vals, angle.vals),
+        unit=True,
+        min_norm=1.0,
+    )
 
 
 def quat_rpy(r: Expr, p: Expr, y: Expr) -> Expr | None:
     if not (r.type == p.type == y.type) or not r.type.is_scalar or not r.type.is_float:
         return None
     t = WType(r.type.scalar, (4,), quat=True)
-    return _result(call_text("wp.quat_rpy", r, p, y), t, Interval(-1.0, 1.0), r, p, y,
-                   vals=nm.quat_rpy(r.vals, p.vals, y.vals), unit=True, min_norm=1.0)
+    return _result(
+        call_text("wp.quat_rpy", r, p, y),
+        t,
+        Interval(-1.0, 1.0),
+        r,
+        p,
+        y,
+        vals=nm.quat_rpy(r.vals, p.vals, y.vals),
+        unit=True,
+        min_norm=1.0,
+    )
 
 
 def quat_rotate(q: Expr, v: Expr, inverse_: bool = False) -> Expr | None:
@@ -799,30 +854,61 @@ def quat_rotate(q: Expr, v: Expr, inverse_: bool = False) -> Expr | None:
         return None
     fn = "wp.quat_rotate_inv" if inverse_ else "wp.quat_rotate"
     m = v.iv.mag * math.sqrt(3.0)
-    return _result(call_text(fn, q, v), v.type, Interval(-m, m), q, v, vals=nm.quat_rotate(q.vals, v.vals, inverse_),
-                   unit=v.unit, min_norm=v.min_norm)
+    return _result(
+        call_text(fn, q, v),
+        v.type,
+        Interval(-m, m),
+        q,
+        v,
+        vals=nm.quat_rotate(q.vals, v.vals, inverse_),
+        unit=v.unit,
+        min_norm=v.min_norm,
+    )
 
 
 def quat_mul(a: Expr, b: Expr) -> Expr | None:
     if not (a.type.quat and b.type == a.type) or not (a.unit and b.unit) or same(a, b):
         return None
-    return _result(binop_text("*", a, b), a.type, Interval(-1.0, 1.0), a, b, vals=nm.quat_mul(a.vals, b.vals),
-                   prec=BINOP_PREC["*"], unit=True, min_norm=1.0)
+    return _result(
+        binop_text("*", a, b),
+        a.type,
+        Interval(-1.0, 1.0),
+        a,
+        b,
+        vals=nm.quat_mul(a.vals, b.vals),
+        prec=BINOP_PREC["*"],
+        unit=True,
+        min_norm=1.0,
+    )
 
 
 def quat_inverse(q: Expr) -> Expr | None:
     if not q.type.quat or not q.unit:
         return None
-    return _result(call_text("wp.quat_inverse", q), q.type, Interval(-1.0, 1.0), q, vals=nm.quat_inverse(q.vals),
-                   unit=True, min_norm=1.0)
+    return _result(
+        call_text("wp.quat_inverse", q),
+        q.type,
+        Interval(-1.0, 1.0),
+        q,
+        vals=nm.quat_inverse(q.vals),
+        unit=True,
+        min_norm=1.0,
+    )
 
 
 def quat_to_matrix(q: Expr) -> Expr | None:
     if not q.type.quat or not q.unit:
         return None
     t = WType(q.type.scalar, (3, 3))
-    return _result(call_text("wp.quat_to_matrix", q), t, Interval(-1.0, 1.0), q, vals=nm.quat_to_matrix(q.vals),
-                   unit=True, det_lo=1.0)
+    return _result(
+        call_text("wp.quat_to_matrix", q),
+        t,
+        Interval(-1.0, 1.0),
+        q,
+        vals=nm.quat_to_matrix(q.vals),
+        unit=True,
+        det_lo=1.0,
+    )
 
 
 def transform_apply(fn: str, p: Expr, q: Expr, v: Expr) -> Expr | None:

@@ -301,8 +301,10 @@ def p_where(g, t, d):
 def p_vec_ctor(g, t, d):
     comp = t.component()
     # components are kept shallow: wp.vec3(x, y * 2.0, -z) reads well, nested calls do not
-    return ops.vec_ctor(t, [g.gen(comp, max(0, d - 2)) if g.chance(0.7) else g.lit(comp, 0.1, 2.0, signed=True)
-                            for _ in range(t.length)])
+    return ops.vec_ctor(
+        t,
+        [g.gen(comp, max(0, d - 2)) if g.chance(0.7) else g.lit(comp, 0.1, 2.0, signed=True) for _ in range(t.length)],
+    )
 
 
 def p_vec_splat(g, t, d):
@@ -325,7 +327,11 @@ def nonzero_vec(g: ExprGen, v: Expr) -> Expr:
     if g.chance(0.5):
         # add a constant offset along a direction: length >= offset - |v|... needs |v| small
         if v.iv.mag * math.sqrt(t.length) < 1.0:
-            off = ops.vec_ctor(t, [const(comp, 0.0)] * (t.length - 1) + [g.lit(comp, 1.5, 3.0)]) if g.chance(0.5) else ops.vec_splat(t, g.lit(comp, 1.5, 3.0))
+            off = (
+                ops.vec_ctor(t, [const(comp, 0.0)] * (t.length - 1) + [g.lit(comp, 1.5, 3.0)])
+                if g.chance(0.5)
+                else ops.vec_splat(t, g.lit(comp, 1.5, 3.0))
+            )
             s = ops.add(v, off) if off is not None else None
             if s is not None:
                 return s.with_(min_norm=max(0.1, (off.iv.hi - v.iv.mag)))
@@ -601,8 +607,11 @@ def p_softplus(g, t, d):
 
 def p_gelu(g, t, d):
     x = g.fit_mag(_sub(g, t, d), 10.0)
-    inner = ops.unary("erf", ops.mul(x, const(t, 0.7071067811865476))) if g.chance(0.5) else \
-        ops.unary("erf", ops.div(x, const(t, 1.4142135623730951)))
+    inner = (
+        ops.unary("erf", ops.mul(x, const(t, 0.7071067811865476)))
+        if g.chance(0.5)
+        else ops.unary("erf", ops.div(x, const(t, 1.4142135623730951)))
+    )
     return ops.mul(ops.mul(const(t, 0.5), x), ops.add(_one(t), inner))
 
 
@@ -655,7 +664,9 @@ def p_exp_decay(g, t, d):
     x = g.fit_positive(_sub(g, t, d), 0.0)
     rate = g.lit(t, 0.1, 3.0)
     x = g.fit_mag(x, 30.0)
-    return ops.mul(g.gen(t, d - 1) if g.chance(0.4) else g.lit(t, 0.5, 3.0), ops.unary("exp", ops.neg(ops.mul(rate, x))))
+    return ops.mul(
+        g.gen(t, d - 1) if g.chance(0.4) else g.lit(t, 0.5, 3.0), ops.unary("exp", ops.neg(ops.mul(rate, x)))
+    )
 
 
 def p_helper(g, t, d):
@@ -669,7 +680,7 @@ PRODUCTIONS = [
     ("arith", "add", _ANY_NUM, p_add),
     ("arith", "sub", _ANY_NUM, p_sub),
     ("arith", "mul", lambda t: t.is_scalar and is_num(t), p_mul),
-    ("arith", "scale", lambda t: (is_vf(t) or is_mf(t)), p_scale),
+    ("arith", "scale", lambda t: is_vf(t) or is_mf(t), p_scale),
     ("arith", "div", lambda t: is_fs(t) or is_vf(t) or is_mf(t), p_div),
     ("arith", "neg", lambda t: is_num(t) and not t.is_unsigned, p_neg),
     ("intdiv", "int_div", is_is, p_int_div),
@@ -681,18 +692,48 @@ PRODUCTIONS = [
     ("cast", "cast", lambda t: t.is_scalar and not t.is_bool, p_cast),
     ("cast", "vec_cast", lambda t: is_vf(t) or is_mf(t), p_vec_cast),
     # scalar math
-    ("trig", "trig", is_fs, _unary_family("sin", "cos", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "tanh", "degrees", "radians")),
+    (
+        "trig",
+        "trig",
+        is_fs,
+        _unary_family(
+            "sin",
+            "cos",
+            "sin",
+            "cos",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "tanh",
+            "degrees",
+            "radians",
+        ),
+    ),
     ("trig", "atan2", is_fs, p_atan2),
     ("explog", "explog", is_fs, _unary_family("exp", "exp", "log", "log", "log2", "log10", "sqrt", "sqrt", "cbrt")),
     ("explog", "pow", is_fs, p_pow),
-    ("round", "round", is_fs, _unary_family("floor", "ceil", "round", "rint", "trunc", "frac", "sign", "step", "nonzero", "abs")),
+    (
+        "round",
+        "round",
+        is_fs,
+        _unary_family("floor", "ceil", "round", "rint", "trunc", "frac", "sign", "step", "nonzero", "abs"),
+    ),
     ("special", "special", is_fs, _unary_family("erf", "erfc", "erfinv", "erfcinv")),
     ("special", "copysign", is_fs, p_copysign),
     ("special", "smoothstep", is_fs, p_smoothstep),
     ("special", "lerp", lambda t: is_fs(t) or is_vf(t), p_lerp),
     ("minmax", "minmax", lambda t: (t.is_scalar and is_num(t)) or t.is_vector, p_minmax),
     ("minmax", "clamp", lambda t: t.is_scalar and is_num(t), p_clamp),
-    ("minmax", "abs", lambda t: (is_fs(t) or (is_is(t) and not t.is_unsigned) or (t.is_vector and not t.is_unsigned)), p_abs),
+    (
+        "minmax",
+        "abs",
+        lambda t: is_fs(t) or (is_is(t) and not t.is_unsigned) or (t.is_vector and not t.is_unsigned),
+        p_abs,
+    ),
     ("select", "where", lambda t: not t.is_bool, p_where),
     # vectors
     ("vec", "ctor", is_vf, p_vec_ctor),

@@ -219,10 +219,17 @@ class BodyGen:
         kb, g = self.kb, self.g
         if kb.block_depth == 0 or kb.returned:
             return
-        pending = [v for v in kb.vars.values() if v.block_depth == kb.block_depth and v.uses == 0 and v.name not in kb.locked]
+        pending = [
+            v for v in kb.vars.values() if v.block_depth == kb.block_depth and v.uses == 0 and v.name not in kb.locked
+        ]
         for v in pending:
-            outer = [o for o in self.updatable() if o.block_depth < kb.block_depth and (o.expr.type.is_float or o.expr.type.is_int)
-                     and not o.expr.type.is_unsigned]
+            outer = [
+                o
+                for o in self.updatable()
+                if o.block_depth < kb.block_depth
+                and (o.expr.type.is_float or o.expr.type.is_int)
+                and not o.expr.type.is_unsigned
+            ]
             if not outer:
                 return
             same = [o for o in outer if o.expr.type == v.expr.type]
@@ -261,8 +268,11 @@ class BodyGen:
         ``v = wp.vec3(v[0], v[1] + ..., v[2])``.  (A component write, ``v[1] += ...``, is
         what Warp 1.19 differentiates wrongly unless a global config flag is set.)"""
         kb, g = self.kb, self.g
-        cands = [v for v in self.updatable() if (v.expr.type.is_vector or v.expr.type.is_matrix)
-                 and v.loop_depth == len(kb.loops)]
+        cands = [
+            v
+            for v in self.updatable()
+            if (v.expr.type.is_vector or v.expr.type.is_matrix) and v.loop_depth == len(kb.loops)
+        ]
         if not cands:
             t = g.pick([WType("float32", (3,)), WType("float32", (2,)), WType("float32", (4,))])
             self.declare_new(t)
@@ -387,7 +397,9 @@ class BodyGen:
         static = bool(re.fullmatch(r"[\d, ]+", count_text))
         loop_var = Expr(lv_name, I32, Interval(lo, lo + kmax), vals=mid, op="loopvar", literal=static)
         mutable = [acc.name]
-        others = [v.name for v in self.updatable() if v.name != acc.name and (v.expr.type.is_float or v.expr.type == I32)]
+        others = [
+            v.name for v in self.updatable() if v.name != acc.name and (v.expr.type.is_float or v.expr.type == I32)
+        ]
         if others and self.rng.random() < 0.3:
             mutable.append(g.pick(others))
         kb.begin_loop(header, kmax, trips, loop_var, mutable=tuple(mutable))
@@ -489,8 +501,11 @@ class BodyGen:
     def s_neighbour(self, nest: int) -> None:
         """A read at a neighbouring or mirrored index, with bounds handling."""
         kb, g = self.kb, self.g
-        arrays = [a for a in kb.args if a.kind == "array" and a.role == "in" and tuple(a.shape) == kb.launch
-                  and not a.type.is_matrix]
+        arrays = [
+            a
+            for a in kb.args
+            if a.kind == "array" and a.role == "in" and tuple(a.shape) == kb.launch and not a.type.is_matrix
+        ]
         if not arrays:
             self.declare_new()
             return

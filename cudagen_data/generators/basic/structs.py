@@ -7,12 +7,39 @@ from .builder import Var
 from .frame import Frame, pick
 from .wtypes import F32, I32, WType, vec
 
-STRUCT_NAMES = ("Particle", "Ray", "Body", "Sample", "Contact", "Spring", "Hit", "Probe", "Segment", "Light", "Cell",
-                "Node", "State", "Bounds", "Wave")
+STRUCT_NAMES = (
+    "Particle",
+    "Ray",
+    "Body",
+    "Sample",
+    "Contact",
+    "Spring",
+    "Hit",
+    "Probe",
+    "Segment",
+    "Light",
+    "Cell",
+    "Node",
+    "State",
+    "Bounds",
+    "Wave",
+)
 FIELDS = (
-    ("pos", vec(3)), ("vel", vec(3)), ("dir", vec(3)), ("origin", vec(3)), ("normal", vec(3)), ("color", vec(3)),
-    ("uv", vec(2)), ("mass", F32), ("weight", F32), ("radius", F32), ("energy", F32), ("scale", F32), ("phase", F32),
-    ("count", I32), ("level", I32),
+    ("pos", vec(3)),
+    ("vel", vec(3)),
+    ("dir", vec(3)),
+    ("origin", vec(3)),
+    ("normal", vec(3)),
+    ("color", vec(3)),
+    ("uv", vec(2)),
+    ("mass", F32),
+    ("weight", F32),
+    ("radius", F32),
+    ("energy", F32),
+    ("scale", F32),
+    ("phase", F32),
+    ("count", I32),
+    ("level", I32),
 )
 
 

@@ -16,22 +16,71 @@ from .wtypes import F32, F64, quat, vec
 V2, V3, V4, V3D = vec(2), vec(3), vec(4), vec(3, "float64")
 
 PROFILE = Profile(
-    families={"vec": 4.0, "vec_reduce": 3.0, "arith": 3.0, "quat": 0.8, "minmax": 0.6, "trig": 0.4, "explog": 0.4,
-              "select": 0.4, "mat_vec": 0.3, "special": 0.6, "formula": 0.2, "helper": 0.12, "cast": 0.3},
+    families={
+        "vec": 4.0,
+        "vec_reduce": 3.0,
+        "arith": 3.0,
+        "quat": 0.8,
+        "minmax": 0.6,
+        "trig": 0.4,
+        "explog": 0.4,
+        "select": 0.4,
+        "mat_vec": 0.3,
+        "special": 0.6,
+        "formula": 0.2,
+        "helper": 0.12,
+        "cast": 0.3,
+    },
     local_types=((V3, 4.0), (F32, 3.0), (V2, 1.2), (V4, 1.0), (V3D, 0.4), (F64, 0.2), (quat(), 0.3)),
-    stmts={"let": 4.0, "update": 2.5, "elem": 1.0, "if": 0.8, "for": 0.5, "neighbour": 0.8, "helper": 0.5,
-           "early_return": 0.2, "while": 0.1},
+    stmts={
+        "let": 4.0,
+        "update": 2.5,
+        "elem": 1.0,
+        "if": 0.8,
+        "for": 0.5,
+        "neighbour": 0.8,
+        "helper": 0.5,
+        "early_return": 0.2,
+        "while": 0.1,
+    },
 )
 
 IN_POOL = (V3, V3, V3, V2, V4, F32, F32, V3D, quat())
 OUT_POOL = (V3, V3, F32, F32, V2, V4, V3D)
-NOUNS = ("points", "particles", "normals", "rays", "velocities", "forces", "springs", "colors", "directions", "frames",
-         "positions", "vertices", "tangents", "bodies", "samples", "offsets")
+NOUNS = (
+    "points",
+    "particles",
+    "normals",
+    "rays",
+    "velocities",
+    "forces",
+    "springs",
+    "colors",
+    "directions",
+    "frames",
+    "positions",
+    "vertices",
+    "tangents",
+    "bodies",
+    "samples",
+    "offsets",
+)
 
 
 # a vector kernel must do vector math, not only move vectors around
-REQUIRED = ("wp.dot(", "wp.cross(", "wp.length", "wp.normalize(", "wp.cw_", "wp.norm_", "wp.smooth_normalize(",
-            "wp.quat_rotate", "wp.transform_", "wp.lerp(")
+REQUIRED = (
+    "wp.dot(",
+    "wp.cross(",
+    "wp.length",
+    "wp.normalize(",
+    "wp.cw_",
+    "wp.norm_",
+    "wp.smooth_normalize(",
+    "wp.quat_rotate",
+    "wp.transform_",
+    "wp.lerp(",
+)
+
 
 def _orthonormal_frame(f: Frame) -> None:
     """t, b completing a unit normal n to an orthonormal basis (the usual up-vector trick)."""
@@ -41,8 +90,11 @@ def _orthonormal_frame(f: Frame) -> None:
         return
     n = kb.declare("local_vec", n)
     flip = ops.comparison("<", ops.unary("abs", ops.component(n, 1, style="attr")), const(F32, 0.9))
-    up = ops.where(flip, ops.vec_ctor(V3, [const(F32, 0.0), const(F32, 1.0), const(F32, 0.0)]),
-                   ops.vec_ctor(V3, [const(F32, 1.0), const(F32, 0.0), const(F32, 0.0)]))
+    up = ops.where(
+        flip,
+        ops.vec_ctor(V3, [const(F32, 0.0), const(F32, 1.0), const(F32, 0.0)]),
+        ops.vec_ctor(V3, [const(F32, 1.0), const(F32, 0.0), const(F32, 0.0)]),
+    )
     c = ops.cross(n, up)
     if c is None:
         return
@@ -106,8 +158,20 @@ MOTIFS = (_orthonormal_frame, _spring, _integrate)
 
 
 def _build(rng: np.random.Generator) -> Frame:
-    f = standard_frame(rng, "vector", PROFILE, IN_POOL, OUT_POOL, dims=(1, 1, 1, 2, 2, 3), n_in=(1, 3), n_out=(1, 2),
-                       param_pool=(F32, F32, V3), n_params=(0, 0, 1, 1, 2), first_in=V3, nouns=NOUNS)
+    f = standard_frame(
+        rng,
+        "vector",
+        PROFILE,
+        IN_POOL,
+        OUT_POOL,
+        dims=(1, 1, 1, 2, 2, 3),
+        n_in=(1, 3),
+        n_out=(1, 2),
+        param_pool=(F32, F32, V3),
+        n_params=(0, 0, 1, 1, 2),
+        first_in=V3,
+        nouns=NOUNS,
+    )
     f.require_any(REQUIRED)
     r = rng.random()
     if r < 0.45:
@@ -121,4 +185,3 @@ def _build(rng: np.random.Generator) -> Frame:
 
 def generate(rng: np.random.Generator) -> KernelSpec:
     return generate_checked(rng, _build)
-

@@ -20,6 +20,4 @@ from . import attention, gemm, linear_act, moe_routing, norm, reduction, scan, s
 _FAMILIES = (reduction, scan, stencil, gemm, softmax, norm, linear_act, attention, moe_routing)
 
 GENERATORS: dict[str, Callable[[np.random.Generator], KernelSpec]] = {m.CATEGORY: m.generate for m in _FAMILIES}
-REFERENCE_CHECKS: dict[str, Callable[[KernelSpec, dict, dict], str | None]] = {
-    m.CATEGORY: m.check for m in _FAMILIES
-}
+REFERENCE_CHECKS: dict[str, Callable[[KernelSpec, dict, dict], str | None]] = {m.CATEGORY: m.check for m in _FAMILIES}

@@ -11,8 +11,16 @@ from ._common import FloatType, choice
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "sigmoid", "silu", "gelu_tanh", "gelu_erf")
 
 # sup |f'(x)|: how much an activation can amplify an error in its input (for tolerances)
-SLOPE_BOUND = {"relu": 1.0, "leaky_relu": 1.0, "tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "gelu_tanh": 1.13,
-               "gelu_erf": 1.13, None: 1.0}
+SLOPE_BOUND = {
+    "relu": 1.0,
+    "leaky_relu": 1.0,
+    "tanh": 1.0,
+    "sigmoid": 0.25,
+    "silu": 1.1,
+    "gelu_tanh": 1.13,
+    "gelu_erf": 1.13,
+    None: 1.0,
+}
 
 SQRT_2_OVER_PI = 0.7978845608028654
 INV_SQRT2 = 0.7071067811865476
@@ -35,8 +43,13 @@ def expr(act: str, v: str, ft: FloatType, rng: np.random.Generator, slope: float
         inner = choice(rng, [f"{v} + {L(0.044715)} * {v} * {v} * {v}", f"{v} * ({L(1.0)} + {L(0.044715)} * {v} * {v})"])
         return f"{L(0.5)} * {v} * ({L(1.0)} + wp.tanh({L(SQRT_2_OVER_PI)} * ({inner})))"
     if act == "gelu_erf":
-        return choice(rng, [f"{L(0.5)} * {v} * ({L(1.0)} + wp.erf({v} * {L(INV_SQRT2)}))",
-                            f"{v} * {L(0.5)} * ({L(1.0)} + wp.erf({v} / {L(math.sqrt(2.0))}))"])
+        return choice(
+            rng,
+            [
+                f"{L(0.5)} * {v} * ({L(1.0)} + wp.erf({v} * {L(INV_SQRT2)}))",
+                f"{v} * {L(0.5)} * ({L(1.0)} + wp.erf({v} / {L(math.sqrt(2.0))}))",
+            ],
+        )
     raise ValueError(act)
 
 
@@ -54,8 +67,10 @@ def func(act: str, name: str, ft: FloatType, rng: np.random.Generator, slope: fl
         body = [f"{s} = {L(1.0)} / ({L(1.0)} + wp.exp(-{arg}))", f"return {arg + ' * ' + s if act == 'silu' else s}"]
     elif act == "gelu_tanh" and rng.random() < 0.5:
         u = choice(rng, ["u", "inner", "t"])
-        body = [f"{u} = {L(SQRT_2_OVER_PI)} * ({arg} + {L(0.044715)} * {arg} * {arg} * {arg})",
-                f"return {L(0.5)} * {arg} * ({L(1.0)} + wp.tanh({u}))"]
+        body = [
+            f"{u} = {L(SQRT_2_OVER_PI)} * ({arg} + {L(0.044715)} * {arg} * {arg} * {arg})",
+            f"return {L(0.5)} * {arg} * ({L(1.0)} + wp.tanh({u}))",
+        ]
     else:
         body = [f"return {expr(act, arg, ft, rng, slope)}"]
     return f"@wp.func\ndef {name}({arg}: {ft.ann}):\n" + "".join(f"    {line}\n" for line in body)

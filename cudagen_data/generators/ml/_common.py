@@ -195,8 +195,9 @@ class Sizes:
         self._cache: dict[str, str] = {}
         self.const_keys: set[str] = set()
 
-    def get(self, key: str, value: int, shape_of: str | None, candidates: Sequence[str],
-            allow_const: bool = True) -> str:
+    def get(
+        self, key: str, value: int, shape_of: str | None, candidates: Sequence[str], allow_const: bool = True
+    ) -> str:
         """The expression for size ``key`` (same key, same expression)."""
         if key in self._cache:
             return self._cache[key]
@@ -222,8 +223,9 @@ class Sizes:
         return key in self.const_keys
 
 
-def module_source(kernel: str, funcs: Sequence[str] = (), constants: Sequence[tuple[str, str]] = (),
-                  mathdx_off: bool = False) -> str:
+def module_source(
+    kernel: str, funcs: Sequence[str] = (), constants: Sequence[tuple[str, str]] = (), mathdx_off: bool = False
+) -> str:
     """A complete module: imports, optional config, constants, helper functions, the kernel."""
     parts = ["import warp as wp\n"]
     if mathdx_off:
@@ -236,8 +238,16 @@ def module_source(kernel: str, funcs: Sequence[str] = (), constants: Sequence[tu
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
 
-def assemble(rng: np.random.Generator, kname: str, args: Sequence[ArgSpec], ft: FloatType, code: Code,
-             constants: Sequence[tuple[str, str]] = (), funcs: Sequence[str] = (), mathdx_off: bool = False) -> str:
+def assemble(
+    rng: np.random.Generator,
+    kname: str,
+    args: Sequence[ArgSpec],
+    ft: FloatType,
+    code: Code,
+    constants: Sequence[tuple[str, str]] = (),
+    funcs: Sequence[str] = (),
+    mathdx_off: bool = False,
+) -> str:
     """The module source for a kernel body: annotations from the arg specs, then module_source."""
     ann_style = int(coin(rng, 0.3))
     params = []
@@ -277,8 +287,7 @@ def _is_wp_attr(node: ast.AST, attr: str | None = None) -> bool:
 def features_of(tree: ast.Module) -> tuple[str, ...]:
     """Warp builtins and language features the parsed source uses, sorted."""
     # parameter annotations (wp.array(dtype=...)) are types, not features
-    in_annotations = {id(n) for a in walk(tree) if isinstance(a, ast.arg) and a.annotation
-                      for n in walk(a.annotation)}
+    in_annotations = {id(n) for a in walk(tree) if isinstance(a, ast.arg) and a.annotation for n in walk(a.annotation)}
     found: set[str] = set()
     for node in walk(tree):
         if id(node) in in_annotations:
@@ -310,8 +319,9 @@ def features_of(tree: ast.Module) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- specs
 
 
-def arr(name: str, dtype: str, shape: tuple[int, ...], role: str = "in",
-        domain: tuple[float, float] = (-1.0, 1.0)) -> ArgSpec:
+def arr(
+    name: str, dtype: str, shape: tuple[int, ...], role: str = "in", domain: tuple[float, float] = (-1.0, 1.0)
+) -> ArgSpec:
     return ArgSpec(name, "array", dtype, tuple(int(s) for s in shape), role, (float(domain[0]), float(domain[1])))
 
 
@@ -319,8 +329,16 @@ def scalar(name: str, dtype: str, domain: tuple[float, float]) -> ArgSpec:
     return ArgSpec(name, "scalar", dtype, (), "in", (float(domain[0]), float(domain[1])))
 
 
-def make_spec(category: str, kernel_name: str, source: str, args: Sequence[ArgSpec], launch_dim: Sequence[int],
-              params: dict[str, Any], block_dim: int | None = None, algorithmic: int = 0) -> KernelSpec:
+def make_spec(
+    category: str,
+    kernel_name: str,
+    source: str,
+    args: Sequence[ArgSpec],
+    launch_dim: Sequence[int],
+    params: dict[str, Any],
+    block_dim: int | None = None,
+    algorithmic: int = 0,
+) -> KernelSpec:
     tree = ast.parse(source)
     features = features_of(tree)
     return KernelSpec(
@@ -336,8 +354,9 @@ def make_spec(category: str, kernel_name: str, source: str, args: Sequence[ArgSp
     )
 
 
-def order_args(rng: np.random.Generator, inputs: list[ArgSpec], outputs: list[ArgSpec],
-               scalars: list[ArgSpec]) -> list[ArgSpec]:
+def order_args(
+    rng: np.random.Generator, inputs: list[ArgSpec], outputs: list[ArgSpec], scalars: list[ArgSpec]
+) -> list[ArgSpec]:
     """Parameter order: inputs then outputs then scalars, or outputs first, or scalars early."""
     style = choice(rng, ["in_out_sc", "out_in_sc", "in_sc_out"], [0.6, 0.2, 0.2])
     if style == "out_in_sc":
@@ -375,8 +394,10 @@ def check_close(name: str, got: Any, want: Any, dtype: str, scale: Any = 0.0, rt
     if np.any(bad):
         k = int(np.argmax(err - tol))
         idx = np.unravel_index(k, want.shape) if want.ndim else ()
-        return (f"{name}: {int(bad.sum())}/{want.size} elements off; worst at {tuple(int(i) for i in idx)}: "
-                f"got {got.flat[k]:.7g}, want {want.flat[k]:.7g}, tol {np.ravel(tol)[k] if np.ndim(tol) else tol:.3g}")
+        return (
+            f"{name}: {int(bad.sum())}/{want.size} elements off; worst at {tuple(int(i) for i in idx)}: "
+            f"got {got.flat[k]:.7g}, want {want.flat[k]:.7g}, tol {np.ravel(tol)[k] if np.ndim(tol) else tol:.3g}"
+        )
     return None
 
 

@@ -17,8 +17,22 @@ import numpy as np
 
 from . import _activations as acts
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, first_error, loop,
-    order_args, scalar,
+    Code,
+    Constants,
+    FloatType,
+    Names,
+    Sizes,
+    arr,
+    array_ann,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    order_args,
+    scalar,
 )
 
 PLAIN_STRATEGIES = ("elem", "flat", "row", "unroll2", "dot_func", "mixed")
@@ -81,9 +95,24 @@ def build(rng: np.random.Generator, cfg: MatmulConfig, names: Names, kname_optio
     if cfg.act and (cfg.strategy == "tile" or coin(rng, 0.5)):
         act_name = names(cfg.act, f"{cfg.act}_fn", "activation", "act")
         funcs.append(acts.func(cfg.act, act_name, ft, rng, cfg.slope))
-    params = {"M": M, "N": N, "K": K, "a": a, "b": b, "c": c, "a_trans": cfg.a_trans, "b_trans": cfg.b_trans,
-              "alpha": alpha, "beta": beta, "bias": bias, "bias_kind": cfg.bias, "act": cfg.act, "slope": cfg.slope,
-              "residual": res, "strategy": cfg.strategy}
+    params = {
+        "M": M,
+        "N": N,
+        "K": K,
+        "a": a,
+        "b": b,
+        "c": c,
+        "a_trans": cfg.a_trans,
+        "b_trans": cfg.b_trans,
+        "alpha": alpha,
+        "beta": beta,
+        "bias": bias,
+        "bias_kind": cfg.bias,
+        "act": cfg.act,
+        "slope": cfg.slope,
+        "residual": res,
+        "strategy": cfg.strategy,
+    }
     if cfg.strategy == "tile":
         src, launch, block_dim, consts = _tile_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, funcs)
         sizes_args: list = []
@@ -180,8 +209,11 @@ def _plain_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, func
             with loop(body, kk, "0", f"{fa}.shape[{0 if cfg.a_trans else 1}]", style):
                 body(f"s += {_a(cfg, fa, fi, kk)} * {_b(cfg, fb, kk, fj)}")
             body("return s")
-            funcs.insert(0, f"@wp.func\ndef {fname}({fa}: {array_ann(2, ft.ann, 0)}, {fb}: {array_ann(2, ft.ann, 0)}, "
-                            f"{fi}: int, {fj}: int):\n{body.text()}")
+            funcs.insert(
+                0,
+                f"@wp.func\ndef {fname}({fa}: {array_ann(2, ft.ann, 0)}, {fb}: {array_ann(2, ft.ann, 0)}, "
+                f"{fi}: int, {fj}: int):\n{body.text()}",
+            )
             code(f"{acc} = {fname}({a}, {b}, {i}, {j})")
             return acc
         code(f"{acc} = {ft.zero()}")
@@ -243,23 +275,31 @@ def _tile_body(rng, cfg, names, a, b, c, bias, res, alpha, beta, act_name, funcs
     if bias:
         bt = names("bias_tile", "bt", "shift_tile")
         if cfg.bias == "col":
-            code(f"{bt} = wp.tile_load({bias}, shape={tn}, offset={bj} * {tn})",
-                 f"{acc} = {acc} + wp.tile_broadcast(wp.tile_reshape({bt}, shape=(1, {tn})), shape=({tm}, {tn}))")
+            code(
+                f"{bt} = wp.tile_load({bias}, shape={tn}, offset={bj} * {tn})",
+                f"{acc} = {acc} + wp.tile_broadcast(wp.tile_reshape({bt}, shape=(1, {tn})), shape=({tm}, {tn}))",
+            )
         else:
-            code(f"{bt} = wp.tile_load({bias}, shape={tm}, offset={bi} * {tm})",
-                 f"{acc} = {acc} + wp.tile_broadcast(wp.tile_reshape({bt}, shape=({tm}, 1)), shape=({tm}, {tn}))")
+            code(
+                f"{bt} = wp.tile_load({bias}, shape={tm}, offset={bi} * {tm})",
+                f"{acc} = {acc} + wp.tile_broadcast(wp.tile_reshape({bt}, shape=({tm}, 1)), shape=({tm}, {tn}))",
+            )
     if beta:
         old = names("c_old", "prev", "old_tile")
-        code(f"{old} = wp.tile_load({c}, shape=({tm}, {tn}), offset=({bi} * {tm}, {bj} * {tn}))",
-             f"{acc} = {acc} + {old} * {beta}")
+        code(
+            f"{old} = wp.tile_load({c}, shape=({tm}, {tn}), offset=({bi} * {tm}, {bj} * {tn}))",
+            f"{acc} = {acc} + {old} * {beta}",
+        )
     if cfg.act:
         out_t = names("y", "act_tile", "h")
         code(f"{out_t} = wp.tile_map({act_name}, {acc})")
         cur = out_t
     if res:
         rt = names("r_tile", "skip_tile", "res_tile")
-        code(f"{rt} = wp.tile_load({res}, shape=({tm}, {tn}), offset=({bi} * {tm}, {bj} * {tn}))",
-             f"{cur} = {cur} + {rt}")
+        code(
+            f"{rt} = wp.tile_load({res}, shape=({tm}, {tn}), offset=({bi} * {tm}, {bj} * {tn}))",
+            f"{cur} = {cur} + {rt}",
+        )
     code(f"wp.tile_store({c}, {cur}, offset=({bi} * {tm}, {bj} * {tn}))")
     block_dim = choice(rng, [32, 64, 128])
     return code, (M // TM, N // TN), block_dim, const.items

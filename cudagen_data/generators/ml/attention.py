@@ -21,8 +21,24 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
-    order_args, pick_float, scalar,
+    Code,
+    Constants,
+    FloatType,
+    Names,
+    Sizes,
+    arr,
+    array_ann,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
+    scalar,
 )
 
 CATEGORY = "attention"
@@ -88,8 +104,10 @@ def _loops(rng, names, ft, causal, strategy):
         with loop(fbody, "c", "0", "a.shape[1]", choice(rng, ["range", "range2"])):
             fbody("acc += a[r, c] * b[s, c]")
         fbody("return acc")
-        funcs.append(f"@wp.func\ndef {fname}(a: {array_ann(2, ft.ann, 0)}, b: {array_ann(2, ft.ann, 0)}, r: int, s: int):\n"
-                     f"{fbody.text()}")
+        funcs.append(
+            f"@wp.func\ndef {fname}(a: {array_ann(2, ft.ann, 0)}, b: {array_ann(2, ft.ann, 0)}, r: int, s: int):\n"
+            f"{fbody.text()}"
+        )
 
     def score(j: str, into: str):
         if use_func:
@@ -139,8 +157,14 @@ def _loops(rng, names, ft, causal, strategy):
             with key_loop(j, "1"):
                 score(j, sc)
                 masked(sc, j)
-                code(f"{mn} = wp.max({m}, {sc})", f"{corr} = wp.exp({m} - {mn})", f"{p} = wp.exp({sc} - {mn})",
-                     f"{l} = {l} * {corr} + {p}", f"{acc} = {acc} * {corr} + {p} * {qkv.v}[{j}, {d}]", f"{m} = {mn}")
+                code(
+                    f"{mn} = wp.max({m}, {sc})",
+                    f"{corr} = wp.exp({m} - {mn})",
+                    f"{p} = wp.exp({sc} - {mn})",
+                    f"{l} = {l} * {corr} + {p}",
+                    f"{acc} = {acc} * {corr} + {p} * {qkv.v}[{j}, {d}]",
+                    f"{m} = {mn}",
+                )
         code(f"{qkv.out}[{i}, {d}] = {acc} / {l}")
     else:  # probs: write P, then read it back for P V
         code(f"{i} = wp.tid()")
@@ -178,11 +202,28 @@ def _loops(rng, names, ft, causal, strategy):
                 code(f"{acc} += {qkv.probs}[{i}, {j}] * {qkv.v}[{j}, {d}]")
             code(f"{qkv.out}[{i}, {d}] = {acc}")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars + sizes.scalar_args)
-    kname = names(f"{'causal_' if causal else ''}attention_{strategy}", "sdpa", "attention_head",
-                  "flash_attention" if strategy == "online" else "attention", "single_head_attention")
+    kname = names(
+        f"{'causal_' if causal else ''}attention_{strategy}",
+        "sdpa",
+        "attention_head",
+        "flash_attention" if strategy == "online" else "attention",
+        "single_head_attention",
+    )
     src = assemble(rng, kname, args, ft, code, sizes.constants, funcs)
-    params = {"S": S, "Skv": Skv, "D": D, "Dv": Dv, "causal": causal, "scale": scale_param, "q": qkv.q, "k": qkv.k,
-              "v": qkv.v, "out": qkv.out, "probs": qkv.probs, "strategy": strategy}
+    params = {
+        "S": S,
+        "Skv": Skv,
+        "D": D,
+        "Dv": Dv,
+        "causal": causal,
+        "scale": scale_param,
+        "q": qkv.q,
+        "k": qkv.k,
+        "v": qkv.v,
+        "out": qkv.out,
+        "probs": qkv.probs,
+        "strategy": strategy,
+    }
     algo = 1 + (1 if causal else 0) + (1 if strategy == "online" else 0)
     return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=algo)
 
@@ -203,17 +244,23 @@ def _tile(rng, names, ft, causal):
     qkv = _Qkv(rng, names, ft, S, Skv, D, Dv)
     const = Constants(rng, names)
 
-    tq, skv, dd, dv = (const(TQ, "TQ", "BLOCK_Q", "ROWS"), const(Skv, "SKV", "KV_LEN", "N_KEYS"),
-                       const(D, "HEAD_DIM", "DK", "D"), const(Dv, "DV", "V_DIM", "VD"))
+    tq, skv, dd, dv = (
+        const(TQ, "TQ", "BLOCK_Q", "ROWS"),
+        const(Skv, "SKV", "KV_LEN", "N_KEYS"),
+        const(D, "HEAD_DIM", "DK", "D"),
+        const(Dv, "DV", "V_DIM", "VD"),
+    )
     scale_expr, scale_param = _scale(rng, names, ft, D, qkv, None, None)
     funcs: list[str] = []
     code = Code(1)
     b = names("b", "blk", "qb", "tile_id")
     code(f"{b} = wp.tid()")
     tq_t, tk_t, tv_t = names("q_blk", "q_tile", "qt"), names("k_tile", "kt", "keys"), names("v_tile", "vt", "vals")
-    code(f"{tq_t} = wp.tile_load({qkv.q}, shape=({tq}, {dd}), offset=({b} * {tq}, 0))",
-         f"{tk_t} = wp.tile_load({qkv.k}, shape=({skv}, {dd}))",
-         f"{tv_t} = wp.tile_load({qkv.v}, shape=({skv}, {dv}))")
+    code(
+        f"{tq_t} = wp.tile_load({qkv.q}, shape=({tq}, {dd}), offset=({b} * {tq}, 0))",
+        f"{tk_t} = wp.tile_load({qkv.k}, shape=({skv}, {dd}))",
+        f"{tv_t} = wp.tile_load({qkv.v}, shape=({skv}, {dv}))",
+    )
     s = names("s", "scores", "logits")
     if coin(rng, 0.5):
         code(f"{s} = wp.tile_matmul({tq_t}, wp.tile_transpose({tk_t})) * {scale_expr}")
@@ -223,34 +270,67 @@ def _tile(rng, names, ft, causal):
     if causal:
         mfn = names("causal_mask", "mask_future", "apply_mask")
         sv, r_, c_, r0 = "sv", "r", "c", "r0"
-        body = choice(rng, [
-            f"    if {c_} > {r_} + {r0}:\n        return {ft.lit(MASK)}\n    return {sv}\n",
-            f"    return wp.where({c_} > {r_} + {r0}, {ft.lit(MASK)}, {sv})\n",
-        ])
+        body = choice(
+            rng,
+            [
+                f"    if {c_} > {r_} + {r0}:\n        return {ft.lit(MASK)}\n    return {sv}\n",
+                f"    return wp.where({c_} > {r_} + {r0}, {ft.lit(MASK)}, {sv})\n",
+            ],
+        )
         funcs.append(f"@wp.func\ndef {mfn}({sv}: {ft.ann}, {r_}: int, {c_}: int, {r0}: int):\n{body}")
         rows, cols = names("rows", "ri", "row_idx"), names("cols", "ci", "col_idx")
-        code(f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), shape={shape})",
-             f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), shape={shape})",
-             f"{s} = wp.tile_map({mfn}, {s}, {rows}, {cols}, wp.tile_full(shape={shape}, value={b} * {tq}, dtype=int))")
+        code(
+            f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), shape={shape})",
+            f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), shape={shape})",
+            f"{s} = wp.tile_map({mfn}, {s}, {rows}, {cols}, wp.tile_full(shape={shape}, value={b} * {tq}, dtype=int))",
+        )
     m, e, l = names("m", "row_max", "mx"), names("e", "p_num", "ex"), names("l", "denom", "row_sum")
-    code(f"{m} = wp.tile_reduce(wp.max, {s}, axis=1)",
-         f"{e} = wp.tile_map(wp.exp, {s} - wp.tile_broadcast(wp.tile_reshape({m}, shape=({tq}, 1)), shape={shape}))",
-         f"{l} = wp.tile_sum({e}, axis=1)")
+    code(
+        f"{m} = wp.tile_reduce(wp.max, {s}, axis=1)",
+        f"{e} = wp.tile_map(wp.exp, {s} - wp.tile_broadcast(wp.tile_reshape({m}, shape=({tq}, 1)), shape={shape}))",
+        f"{l} = wp.tile_sum({e}, axis=1)",
+    )
     p, o = names("p", "probs_t", "attn"), names("o", "out_tile", "ctx")
     if coin(rng):
-        code(f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape={shape})",
-             f"{o} = wp.tile_matmul({p}, {tv_t})")
+        code(
+            f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape={shape})",
+            f"{o} = wp.tile_matmul({p}, {tv_t})",
+        )
     else:  # normalise after P V: divide the (TQ, Dv) output rows instead of the probabilities
-        code(f"{o} = wp.tile_matmul({e}, {tv_t})",
-             f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape=({tq}, {dv}))")
+        code(
+            f"{o} = wp.tile_matmul({e}, {tv_t})",
+            f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape=({tq}, {dv}))",
+        )
     code(f"wp.tile_store({qkv.out}, {o}, offset=({b} * {tq}, 0))")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars)
-    kname = names(f"{'causal_' if causal else ''}attention_tiled", "tile_sdpa", "flash_attention_tile", "tiled_attention")
+    kname = names(
+        f"{'causal_' if causal else ''}attention_tiled", "tile_sdpa", "flash_attention_tile", "tiled_attention"
+    )
     src = assemble(rng, kname, args, ft, code, const.items, funcs, mathdx_off=True)
-    params = {"S": S, "Skv": Skv, "D": D, "Dv": Dv, "causal": causal, "scale": scale_param, "q": qkv.q, "k": qkv.k,
-              "v": qkv.v, "out": qkv.out, "probs": None, "strategy": "tile"}
-    return make_spec(CATEGORY, kname, src, args, (S // TQ,), params, block_dim=choice(rng, [32, 64, 128]),
-                     algorithmic=1 + (1 if causal else 0))
+    params = {
+        "S": S,
+        "Skv": Skv,
+        "D": D,
+        "Dv": Dv,
+        "causal": causal,
+        "scale": scale_param,
+        "q": qkv.q,
+        "k": qkv.k,
+        "v": qkv.v,
+        "out": qkv.out,
+        "probs": None,
+        "strategy": "tile",
+    }
+    return make_spec(
+        CATEGORY,
+        kname,
+        src,
+        args,
+        (S // TQ,),
+        params,
+        block_dim=choice(rng, [32, 64, 128]),
+        algorithmic=1 + (1 if causal else 0),
+    )
 
 
 # --------------------------------------------------------------------------- reference
@@ -260,7 +340,11 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     p = spec.params
     q, k, v = (as_f64(inputs[p[n]]) for n in ("q", "k", "v"))
     sc = p["scale"]
-    scale = float(inputs[sc]) if isinstance(sc, str) and sc != "sqrt" else (1.0 / math.sqrt(p["D"]) if sc == "sqrt" else float(sc))
+    scale = (
+        float(inputs[sc])
+        if isinstance(sc, str) and sc != "sqrt"
+        else (1.0 / math.sqrt(p["D"]) if sc == "sqrt" else float(sc))
+    )
     s = scale * (q @ k.T)
     if p["causal"]:
         s = np.where(np.triu(np.ones_like(s, dtype=bool), 1), -np.inf, s)
@@ -272,5 +356,9 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     dtype = next(a.dtype for a in spec.args if a.name == p["out"])
     msgs = [check_close(p["out"], outputs[p["out"]], want, dtype, scale=mag)]
     if p.get("probs"):
-        msgs.append(check_close(p["probs"], outputs[p["probs"]], probs, dtype, scale=probs * (1.0 + np.abs(s[np.isfinite(s)]).max())))
+        msgs.append(
+            check_close(
+                p["probs"], outputs[p["probs"]], probs, dtype, scale=probs * (1.0 + np.abs(s[np.isfinite(s)]).max())
+            )
+        )
     return first_error(*msgs)

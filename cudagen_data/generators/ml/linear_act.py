@@ -25,8 +25,13 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     if tiled:
         tm, tn = choice(rng, [2, 4, 8]), choice(rng, [4, 8])
         tk = choice(rng, [4, 8, 16])
-        combos = [(gb, gn, gk) for gb in (1, 2, 4) for gn in (1, 2, 3) for gk in (1, 2, 4)
-                  if tm * gb * tk * gk <= 256 and tk * gk * tn * gn <= 256]
+        combos = [
+            (gb, gn, gk)
+            for gb in (1, 2, 4)
+            for gn in (1, 2, 3)
+            for gk in (1, 2, 4)
+            if tm * gb * tk * gk <= 256 and tk * gk * tn * gn <= 256
+        ]
         gb, gn, gk = choice(rng, combos)
         batch, n_out, k_in = tm * gb, tn * gn, tk * gk
         strategy = "tile"
@@ -40,17 +45,36 @@ def generate(rng: np.random.Generator) -> KernelSpec:
             strategies.remove("mixed")
         strategy = choice(rng, strategies)
     cfg = _matmul.MatmulConfig(
-        M=batch, N=n_out, K=k_in, ft=ft, strategy=strategy, a_trans=coin(rng, 0.1), b_trans=coin(rng, 0.7),
-        alpha=coin(rng, 0.15), beta=False, bias=choice(rng, ["col", "none"], [0.8, 0.2]), act=act,
-        slope=choice(rng, [0.01, 0.1, 0.2]), residual=coin(rng, 0.2), tm=tm, tn=tn, tk=tk,
+        M=batch,
+        N=n_out,
+        K=k_in,
+        ft=ft,
+        strategy=strategy,
+        a_trans=coin(rng, 0.1),
+        b_trans=coin(rng, 0.7),
+        alpha=coin(rng, 0.15),
+        beta=False,
+        bias=choice(rng, ["col", "none"], [0.8, 0.2]),
+        act=act,
+        slope=choice(rng, [0.01, 0.1, 0.2]),
+        residual=coin(rng, 0.2),
+        tm=tm,
+        tn=tn,
+        tk=tk,
         a_names=("x", "inp", "features", "hidden", "activations"),
         b_names=("w", "weight", "W", "proj", "w_fc"),
         c_names=("y", "out", "output", "h_out", "act_out"),
         bias_names=("b", "bias", "b_fc"),
     )
     act = cfg.act  # the config may have swapped ReLU for leaky ReLU
-    kname_options = [f"linear_{act}", f"fc_{act}", f"dense_{act}", f"fused_linear_{act}",
-                     "linear_act_tiled" if tiled else "linear_act", f"mlp_{act}"]
+    kname_options = [
+        f"linear_{act}",
+        f"fc_{act}",
+        f"dense_{act}",
+        f"fused_linear_{act}",
+        "linear_act_tiled" if tiled else "linear_act",
+        f"mlp_{act}",
+    ]
     kname, source, args, launch, block_dim, params = _matmul.build(rng, cfg, names, kname_options)
     return make_spec(CATEGORY, kname, source, args, launch, params, block_dim=block_dim, algorithmic=1)
 

@@ -19,8 +19,21 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
-    order_args, pick_float, scalar,
+    Code,
+    Names,
+    Sizes,
+    arr,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
+    scalar,
 )
 
 CATEGORY = "moe_routing"
@@ -161,12 +174,27 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         if dense_name:
             code(f"{dense_name}[{t}, {idx}[{t}, {s_}]] = {g}")
         if load_name:
-            code(choice(rng, [f"wp.atomic_add({load_name}, {idx}[{t}, {s_}], {g})", f"{load_name}[{idx}[{t}, {s_}]] += {g}"]))
+            code(
+                choice(
+                    rng, [f"wp.atomic_add({load_name}, {idx}[{t}, {s_}], {g})", f"{load_name}[{idx}[{t}, {s_}]] += {g}"]
+                )
+            )
     args = order_args(rng, inputs, outputs, scalars + sizes.scalar_args)
     kname = names(f"topk_gating_{selection}", "moe_router", "route_tokens", f"top{k}_router", "moe_topk_softmax")
     src = assemble(rng, kname, args, ft, code, sizes.constants, funcs)
-    params = {"T": T, "E": E, "k": k, "logits": logits, "router": router, "idx": idx, "weights": wts,
-              "dense": dense_name, "load": load_name, "scale": scale, "strategy": f"{selection}/{gating}"}
+    params = {
+        "T": T,
+        "E": E,
+        "k": k,
+        "logits": logits,
+        "router": router,
+        "idx": idx,
+        "weights": wts,
+        "dense": dense_name,
+        "load": load_name,
+        "scale": scale,
+        "strategy": f"{selection}/{gating}",
+    }
     algo = (1 if fused else 0) + (1 if selection == "insertion" else 0)
     return make_spec(CATEGORY, kname, src, args, (T,), params, algorithmic=algo)
 

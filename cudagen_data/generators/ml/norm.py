@@ -15,8 +15,22 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
-    order_args, pick_float, scalar,
+    Code,
+    FloatType,
+    Names,
+    Sizes,
+    arr,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
+    scalar,
 )
 
 CATEGORY = "norm"
@@ -31,7 +45,9 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     strategy = choice(rng, strategies, p)
     names = Names(rng)
     ft = pick_float(rng, 0.3)
-    affine = choice(rng, ["none", "weight", "weight_bias"], [0.25, 0.35, 0.4] if variant == "layernorm" else [0.3, 0.6, 0.1])
+    affine = choice(
+        rng, ["none", "weight", "weight_bias"], [0.25, 0.35, 0.4] if variant == "layernorm" else [0.3, 0.6, 0.1]
+    )
     eps = choice(rng, [1e-5, 1e-6, 1e-3, 1e-2])
     lo = choice(rng, [-1.0, -2.0, 0.0])
     x_dom = (lo, lo + choice(rng, [2.0, 4.0]))
@@ -69,9 +85,19 @@ class _Args:
         return ft.lit(self.eps)
 
     def params(self, variant, R, C, strategy):
-        return {"variant": variant, "eps": self.eps, "eps_arg": self.eps_arg, "weight": self.w, "bias": self.b,
-                "view": [R, C], "x": self.x, "out": self.out, "mean_out": self.mean_out, "rstd_out": self.rstd_out,
-                "strategy": strategy}
+        return {
+            "variant": variant,
+            "eps": self.eps,
+            "eps_arg": self.eps_arg,
+            "weight": self.w,
+            "bias": self.b,
+            "view": [R, C],
+            "x": self.x,
+            "out": self.out,
+            "mean_out": self.mean_out,
+            "rstd_out": self.rstd_out,
+            "strategy": strategy,
+        }
 
 
 def _affine(a: _Args, val: str, j: str, rng) -> str:
@@ -90,8 +116,13 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
     a = _Args(rng, names, ft, variant, affine, eps, x_dom, R, C, x_shape)
     sizes = Sizes(rng, names)
     consts: list = []
-    n = sizes.get("n", C, f"{a.x}.shape[1]" if layout == "2d" else None, ["n", "cols", "width", "hidden_dim", "d"],
-                  allow_const=C <= 16)
+    n = sizes.get(
+        "n",
+        C,
+        f"{a.x}.shape[1]" if layout == "2d" else None,
+        ["n", "cols", "width", "hidden_dim", "d"],
+        allow_const=C <= 16,
+    )
     ncols = sizes.get("cols", C, None, ["row_stride", "stride", "ld"]) if layout == "flat" else None
     eps_e = a.eps_expr(rng, ft, consts, names)
     code = Code(1)
@@ -130,8 +161,13 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
         code(f"{mean} = {ft.zero()}", f"{m2} = {ft.zero()}", f"{cnt} = {ft.zero()}")
         with loop(code, j, "0", n, style):
             v, d = names("v", "xv", "cur"), names("delta", "d", "dev")
-            code(f"{v} = {el(a.x, j)}", f"{cnt} += {ft.lit(1.0)}", f"{d} = {v} - {mean}",
-                 f"{mean} += {d} / {cnt}", f"{m2} += {d} * ({v} - {mean})")
+            code(
+                f"{v} = {el(a.x, j)}",
+                f"{cnt} += {ft.lit(1.0)}",
+                f"{d} = {v} - {mean}",
+                f"{mean} += {d} / {cnt}",
+                f"{m2} += {d} * ({v} - {mean})",
+            )
         code(f"{var} = {m2} / {nf}")
     elif strategy == "one_pass":
         s1, s2 = names("s1", "total", "sum_x"), names("s2", "total_sq", "sum_xx")
@@ -189,8 +225,13 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
         with loop(code, j, "0", n, choice(rng, ["range", "range2", "range3"])):
             write(j)
     args = order_args(rng, a.inputs, a.outputs, a.scalars + sizes.scalar_args)
-    kname = names(f"{variant}_{strategy}", variant, f"{variant}_rows", "rms_norm" if variant == "rmsnorm" else "layer_norm",
-                  f"{'rms' if variant == 'rmsnorm' else 'layer'}_norm_{'affine' if affine != 'none' else 'plain'}")
+    kname = names(
+        f"{variant}_{strategy}",
+        variant,
+        f"{variant}_rows",
+        "rms_norm" if variant == "rmsnorm" else "layer_norm",
+        f"{'rms' if variant == 'rmsnorm' else 'layer'}_norm_{'affine' if affine != 'none' else 'plain'}",
+    )
     src = assemble(rng, kname, args, ft, code, list(sizes.constants) + consts)
     algo = {"welford": 4, "saved": 1, "one_pass": 1}.get(strategy, 0)
     return make_spec(CATEGORY, kname, src, args, launch, a.params(variant, R, C, strategy), algorithmic=algo)
@@ -236,8 +277,10 @@ def _tile(rng, names, ft, variant, affine, eps, x_dom):
     else:
         fname = names("inv_sqrt_eps", "rsqrt_eps", "inv_std_fn")
         e_par = "eps_v"
-        func = (f"@wp.func\ndef {fname}(v: {ft.ann}, {e_par}: {ft.ann}):\n"
-                f"    return {ft.lit(1.0)} / wp.sqrt(v * {inv_n} + {e_par})\n")
+        func = (
+            f"@wp.func\ndef {fname}(v: {ft.ann}, {e_par}: {ft.ann}):\n"
+            f"    return {ft.lit(1.0)} / wp.sqrt(v * {inv_n} + {e_par})\n"
+        )
         code(f"{var} = wp.tile_sum({sq})")
         code(f"{rstd} = wp.tile_map({fname}, {var}, wp.tile_full(1, {eps_e}, dtype={ft.ann}))")
         y = names("y", "xhat", "normed")
@@ -251,10 +294,16 @@ def _tile(rng, names, ft, variant, affine, eps, x_dom):
     code(f"wp.tile_store({a.out}[{r}], {y})")
     funcs = [func] if not scalar_stats else []
     args = order_args(rng, a.inputs, a.outputs, a.scalars)
-    kname = names(f"tile_{variant}", f"{variant}_tiled", f"block_{variant}", "rms_norm_tile" if variant == "rmsnorm" else "layer_norm_tile")
+    kname = names(
+        f"tile_{variant}",
+        f"{variant}_tiled",
+        f"block_{variant}",
+        "rms_norm_tile" if variant == "rmsnorm" else "layer_norm_tile",
+    )
     src = assemble(rng, kname, args, ft, code, consts, funcs)
-    return make_spec(CATEGORY, kname, src, args, (R,), a.params(variant, R, C, "tile"),
-                     block_dim=choice(rng, [32, 64, 128]))
+    return make_spec(
+        CATEGORY, kname, src, args, (R,), a.params(variant, R, C, "tile"), block_dim=choice(rng, [32, 64, 128])
+    )
 
 
 # --------------------------------------------------------------------------- reference
@@ -291,6 +340,13 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     if p.get("mean_out"):
         msgs.append(check_close(p["mean_out"], outputs[p["mean_out"]], mean[:, 0], dtype, scale=np.abs(x).mean(axis=1)))
     if p.get("rstd_out"):
-        msgs.append(check_close(p["rstd_out"], outputs[p["rstd_out"]], rstd[:, 0], dtype,
-                            scale=rstd[:, 0] * (1.0 + (x * x).mean(axis=1) / (var[:, 0] + eps))))
+        msgs.append(
+            check_close(
+                p["rstd_out"],
+                outputs[p["rstd_out"]],
+                rstd[:, 0],
+                dtype,
+                scale=rstd[:, 0] * (1.0 + (x * x).mean(axis=1) / (var[:, 0] + eps)),
+            )
+        )
     return first_error(*msgs)

@@ -15,8 +15,21 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    LOOP_STYLES, Code, Names, Sizes, arr, assemble, as_f64, choice, coin, check_close, first_error, loop,
-    make_spec, order_args, pick_float,
+    LOOP_STYLES,
+    Code,
+    Names,
+    Sizes,
+    arr,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
 )
 
 CATEGORY = "reduction"
@@ -117,9 +130,14 @@ def _loop(rng, op, ft, names, x_dom):
     sizes = Sizes(rng, names)
     n_out, n_red = (R, C) if axis == 1 else (C, R)
     # a module constant for the reduced length unrolls the loop (exact adjoint): keep it short
-    red_shape = (f"{x}.shape[{axis}]" if layout == "2d" else None)
-    n = sizes.get("red", n_red, red_shape, ["n", "length", "count", "width"] if axis == 1 else ["n", "rows", "height"],
-                  allow_const=n_red <= 16)
+    red_shape = f"{x}.shape[{axis}]" if layout == "2d" else None
+    n = sizes.get(
+        "red",
+        n_red,
+        red_shape,
+        ["n", "length", "count", "width"] if axis == 1 else ["n", "rows", "height"],
+        allow_const=n_red <= 16,
+    )
     ncols = sizes.get("cols", C, None, ["cols", "ncols", "stride", "row_stride"]) if layout == "flat" else ""
     init_dom = _extremum_init_domain(op, x_dom) if (op in EXTREMA and coin(rng, 0.2)) else None
     value, index, out_args = _value_outputs(rng, op, ft, names, n_out, init_dom)
@@ -185,11 +203,19 @@ def _loop(rng, op, ft, names, x_dom):
 
     x_arg = arr(x, ft.dtype, (R, C) if layout == "2d" else (R * C,), "in", x_dom)
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
-    kname = names(f"{'row' if axis == 1 else 'col'}_{op}", f"{op}_{'rows' if axis == 1 else 'cols'}",
-                  f"reduce_{op}", f"{op}_loop")
+    kname = names(
+        f"{'row' if axis == 1 else 'col'}_{op}", f"{op}_{'rows' if axis == 1 else 'cols'}", f"reduce_{op}", f"{op}_loop"
+    )
     src = _finish(kname, args, ft, code, sizes, [func_src] if func_src else [], rng)
-    params = {"op": op, "axis": axis, "view": [R, C], "x": x, "value_out": value, "index_out": index,
-              "init": init_dom is not None}
+    params = {
+        "op": op,
+        "axis": axis,
+        "view": [R, C],
+        "x": x,
+        "value_out": value,
+        "index_out": index,
+        "init": init_dom is not None,
+    }
     return make_spec(CATEGORY, kname, src, args, (n_out,), params)
 
 
@@ -242,8 +268,15 @@ def _atomic(rng, op, ft, names, x_dom):
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
     kname = names(f"atomic_{op}", f"{op}_atomic", f"scatter_{op}", f"{op}_reduce")
     src = _finish(kname, args, ft, code, sizes, [func_src] if func_src else [], rng)
-    params = {"op": op, "axis": axis, "view": [R, C], "x": x, "value_out": value, "index_out": index,
-              "init": init_dom is not None}
+    params = {
+        "op": op,
+        "axis": axis,
+        "view": [R, C],
+        "x": x,
+        "value_out": value,
+        "index_out": index,
+        "init": init_dom is not None,
+    }
     return make_spec(CATEGORY, kname, src, args, launch, params)
 
 
@@ -325,8 +358,15 @@ def _chunked(rng, op, ft, names, x_dom):
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
     kname = names(f"chunked_{op}", f"partial_{op}", f"{op}_two_level", f"blocked_{op}")
     src = _finish(kname, args, ft, code, sizes, [func_src] if func_src else [], rng)
-    params = {"op": op, "axis": axis, "view": [R, C], "x": x, "value_out": value, "index_out": index,
-              "init": init_dom is not None}
+    params = {
+        "op": op,
+        "axis": axis,
+        "view": [R, C],
+        "x": x,
+        "value_out": value,
+        "index_out": index,
+        "init": init_dom is not None,
+    }
     return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=1)
 
 
@@ -435,8 +475,9 @@ def _tile(rng, op, ft, names, x_dom):
         code(f"{s} = wp.tile_{op}({t})")
         if value:
             mv = names("mv", "peak_tile", "vals")
-            code(f"{mv} = wp.tile_{'max' if op == 'argmax' else 'min'}({t})",
-                 f"wp.tile_store({value}, {mv}, offset={b})")
+            code(
+                f"{mv} = wp.tile_{'max' if op == 'argmax' else 'min'}({t})", f"wp.tile_store({value}, {mv}, offset={b})"
+            )
         code(f"wp.tile_store({index}, {s}, offset={b})")
     if op not in ARG_OPS:
         if target is None:
@@ -449,8 +490,7 @@ def _tile(rng, op, ft, names, x_dom):
     kname = names(f"tile_{op}", f"{op}_tiled", f"block_{op}", f"{op}_{mode}")
     block_dim = choice(rng, [32, 64, 128])
     src = _finish(kname, args, ft, code, sizes, funcs, rng, extra_consts=consts)
-    params = {"op": op, "axis": axis, "view": list(view), "x": x, "value_out": value, "index_out": index,
-              "init": False}
+    params = {"op": op, "axis": axis, "view": list(view), "x": x, "value_out": value, "index_out": index, "init": False}
     return make_spec(CATEGORY, kname, src, args, launch, params, block_dim=block_dim)
 
 
@@ -480,7 +520,9 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
             count = x.size if ax is None else x.shape[ax]
             want, scale = want / count, scale / count
         got = outputs[p["value_out"]]
-        return check_close(p["value_out"], got, np.reshape(want, np.shape(got)), dtype, scale=scale.reshape(np.shape(got)))
+        return check_close(
+            p["value_out"], got, np.reshape(want, np.shape(got)), dtype, scale=scale.reshape(np.shape(got))
+        )
     if op in EXTREMA:
         want = x.max(axis=ax) if op == "max" else x.min(axis=ax)
         got = outputs[p["value_out"]]

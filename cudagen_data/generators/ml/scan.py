@@ -16,8 +16,21 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, loop, make_spec, order_args,
-    pick_float, scalar,
+    Code,
+    FloatType,
+    Names,
+    Sizes,
+    arr,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
+    scalar,
 )
 
 CATEGORY = "scan"
@@ -34,8 +47,9 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     else:
         ft = pick_float(rng, 0.3)
     term = "x" if op == "max" else choice(rng, ["x", "alpha", "weight"], [0.6, 0.2, 0.2])
-    return {"serial": _serial, "naive": _naive, "blocked": _blocked, "tile": _tile,
-            "tile_carry": _tile_carry}[strategy](rng, names, ft, op, mode, term)
+    return {"serial": _serial, "naive": _naive, "blocked": _blocked, "tile": _tile, "tile_carry": _tile_carry}[
+        strategy
+    ](rng, names, ft, op, mode, term)
 
 
 class _Ctx:
@@ -46,8 +60,11 @@ class _Ctx:
         self.x = names("x", "values", "data", "inp", "src", "increments")
         self.w = names("w", "weights", "gain", "mask_w") if term == "weight" else None
         self.alpha = names("alpha", "scale", "factor", "step") if term == "alpha" else None
-        self.out = (names("out", "prefix", "cumsum", "result", "scanned", "y") if op == "sum"
-                    else names("out", "running_max", "cummax", "peak", "result"))
+        self.out = (
+            names("out", "prefix", "cumsum", "result", "scanned", "y")
+            if op == "sum"
+            else names("out", "running_max", "cummax", "peak", "result")
+        )
         self.inputs = [arr(self.x, ft.dtype, x_shape, "in", (-1.0, 1.0))]
         if self.w:
             self.inputs.append(arr(self.w, ft.dtype, x_shape, "in", (0.0, 1.0)))
@@ -72,9 +89,19 @@ class _Ctx:
         return self.ft.cast("-1.0e30") if self.op == "max" else self.ft.zero()
 
     def params(self, mode, reverse, axis, view, strategy):
-        return {"op": self.op, "mode": mode, "reverse": reverse, "axis": axis, "view": list(view),
-                "term": self.term, "x": self.x, "w": self.w, "alpha": self.alpha, "out": self.out,
-                "strategy": strategy}
+        return {
+            "op": self.op,
+            "mode": mode,
+            "reverse": reverse,
+            "axis": axis,
+            "view": list(view),
+            "term": self.term,
+            "x": self.x,
+            "w": self.w,
+            "alpha": self.alpha,
+            "out": self.out,
+            "strategy": strategy,
+        }
 
     def args(self, sizes_args):
         return order_args(self.rng, self.inputs, [self.out_arg], self.scalars + sizes_args)
@@ -137,8 +164,13 @@ def _serial(rng, names, ft, op, mode, term):
             else:
                 code(f"{ctx.out}[{idx(jj)}] = {acc}", ctx.combine(acc, v))
     args = ctx.args(sizes.scalar_args)
-    kname = names(f"{mode}_scan", f"scan_{'rows' if axis == 1 else 'cols'}", "prefix_sum" if op == "sum" else "running_max",
-                  f"serial_{mode}_scan", "cumulative")
+    kname = names(
+        f"{mode}_scan",
+        f"scan_{'rows' if axis == 1 else 'cols'}",
+        "prefix_sum" if op == "sum" else "running_max",
+        f"serial_{mode}_scan",
+        "cumulative",
+    )
     src = assemble(rng, kname, args, ft, code, sizes.constants)
     view = (1, C) if one_d else (R, C)
     return make_spec(CATEGORY, kname, src, args, launch, ctx.params(mode, reverse, axis, view, "serial"))
@@ -172,8 +204,9 @@ def _naive(rng, names, ft, op, mode, term):
     if not reverse:
         start, stop = "0", (f"{j} + 1" if mode == "inclusive" else j)
     else:
-        n = sizes.get("n", C, None if flat else f"{ctx.x}.shape[{0 if one_d else 1}]", ["n", "length", "width"],
-                      allow_const=False)
+        n = sizes.get(
+            "n", C, None if flat else f"{ctx.x}.shape[{0 if one_d else 1}]", ["n", "length", "width"], allow_const=False
+        )
         start, stop = (j if mode == "inclusive" else f"{j} + 1"), n
     with loop(code, k, start, stop, choice(rng, ["range", "range2", "range3"])):
         code(ctx.combine(acc, ctx.value(idx(k))))
@@ -224,8 +257,9 @@ def _blocked(rng, names, ft, op, mode, term):
     args = ctx.args(sizes.scalar_args)
     kname = names("blocked_scan", f"two_level_{mode}_scan", "segmented_prefix", f"block_{mode}_scan")
     src = assemble(rng, kname, args, ft, code, sizes.constants)
-    return make_spec(CATEGORY, kname, src, args, launch,
-                     ctx.params(mode, False, 1, (1 if one_d else R, C), "blocked"), algorithmic=2)
+    return make_spec(
+        CATEGORY, kname, src, args, launch, ctx.params(mode, False, 1, (1 if one_d else R, C), "blocked"), algorithmic=2
+    )
 
 
 def _tile_term(ctx: _Ctx, code: Code, t: str, tw_load: str | None, names: Names) -> str:
@@ -282,10 +316,19 @@ def _tile(rng, names, ft, op, mode, term):
     else:
         code(f"wp.tile_store({ctx.out}, {s}, offset=({r}, 0))")
     args = ctx.args([])
-    kname = names(f"tile_{mode}_scan", "row_scan_tiled", f"{mode}_scan_tile", "tile_cumsum" if op == "sum" else "tile_cummax")
+    kname = names(
+        f"tile_{mode}_scan", "row_scan_tiled", f"{mode}_scan_tile", "tile_cumsum" if op == "sum" else "tile_cummax"
+    )
     src = assemble(rng, kname, args, ft, code, consts)
-    return make_spec(CATEGORY, kname, src, args, (R // rows_per_block,), ctx.params(mode, False, 1, (R, C), "tile"),
-                     block_dim=choice(rng, [32, 64, 128]))
+    return make_spec(
+        CATEGORY,
+        kname,
+        src,
+        args,
+        (R // rows_per_block,),
+        ctx.params(mode, False, 1, (R, C), "tile"),
+        block_dim=choice(rng, [32, 64, 128]),
+    )
 
 
 def _tile_carry(rng, names, ft, op, mode, term):
@@ -313,11 +356,17 @@ def _tile_carry(rng, names, ft, op, mode, term):
     expr = _tile_term(ctx, code, t, load(ctx.w, b) if ctx.w else None, names)
     p = names("p", "prev", "q")
     carry = names("carry", "offset", "before", "base")
-    prev_expr = lambda: (f"wp.tile_map(wp.mul, {load(ctx.x, p)}, {load(ctx.w, p)})" if ctx.w  # noqa: E731
-                         else (f"{load(ctx.x, p)} * {ctx.alpha}" if ctx.alpha else load(ctx.x, p)))
+    def prev_expr():
+        return (
+            f"wp.tile_map(wp.mul, {load(ctx.x, p)}, {load(ctx.w, p)})"
+            if ctx.w  # noqa: E731
+            else (f"{load(ctx.x, p)} * {ctx.alpha}" if ctx.alpha else load(ctx.x, p))
+        )
     scalar_carry = coin(rng)
     s = names("s", "scanned", "res")
-    carry_loop = choice(rng, [f"for {p} in range({b}):", f"for {p} in range(0, {b}):", f"for {p} in range({b} - 1, -1, -1):"])
+    carry_loop = choice(
+        rng, [f"for {p} in range({b}):", f"for {p} in range(0, {b}):", f"for {p} in range({b} - 1, -1, -1):"]
+    )
     swap = coin(rng)
     if scalar_carry:
         code(f"{carry} = {ft.zero()}")
@@ -335,8 +384,16 @@ def _tile_carry(rng, names, ft, op, mode, term):
     args = ctx.args([])
     kname = names("tile_scan_with_carry", f"multi_tile_{mode}_scan", "decoupled_scan", "tiled_prefix_sum")
     src = assemble(rng, kname, args, ft, code, consts)
-    return make_spec(CATEGORY, kname, src, args, (B,), ctx.params(mode, False, 1, (1, N), "tile_carry"),
-                     block_dim=choice(rng, [32, 64]), algorithmic=1)
+    return make_spec(
+        CATEGORY,
+        kname,
+        src,
+        args,
+        (B,),
+        ctx.params(mode, False, 1, (1, N), "tile_carry"),
+        block_dim=choice(rng, [32, 64]),
+        algorithmic=1,
+    )
 
 
 # --------------------------------------------------------------------------- reference

@@ -20,8 +20,23 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Constants, FloatType, Names, Sizes, arr, as_f64, assemble, choice, coin, check_close, first_error, loop, make_spec,
-    order_args, pick_float, scalar,
+    Code,
+    Constants,
+    FloatType,
+    Names,
+    Sizes,
+    arr,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    first_error,
+    loop,
+    make_spec,
+    order_args,
+    pick_float,
+    scalar,
 )
 
 CATEGORY = "softmax"
@@ -173,11 +188,25 @@ def _loops(rng, names, ft: FloatType, op, temperature, spread, strategy):
     inputs = [arr(x, ft.dtype, x_shape, "in", (-spread, spread))]
     scalars = [scalar(temp, ft.dtype, (0.5, 2.0))] if temp else []
     args = order_args(rng, inputs, [arr(out, ft.dtype, x_shape, "out")] + stat_args, scalars + sizes.scalar_args)
-    kname = names(f"{op}_{strategy}", f"row_{op}", f"{op}_rows" if axis == 1 else f"{op}_cols", f"stable_{op}",
-                  "online_softmax" if strategy == "online" else f"{op}_kernel")
+    kname = names(
+        f"{op}_{strategy}",
+        f"row_{op}",
+        f"{op}_rows" if axis == 1 else f"{op}_cols",
+        f"stable_{op}",
+        "online_softmax" if strategy == "online" else f"{op}_kernel",
+    )
     src = assemble(rng, kname, args, ft, code, sizes.constants, funcs)
-    params = {"op": op, "temperature": temp, "inv_temperature": bool(inv_temp), "axis": axis, "view": [R, C],
-              "x": x, "out": out, "stats": stats, "strategy": strategy}
+    params = {
+        "op": op,
+        "temperature": temp,
+        "inv_temperature": bool(inv_temp),
+        "axis": axis,
+        "view": [R, C],
+        "x": x,
+        "out": out,
+        "stats": stats,
+        "strategy": strategy,
+    }
     algo = {"online": 3, "saved": 1}.get(strategy, 0)  # online rescaling is the advanced idea
     return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=algo)
 
@@ -207,16 +236,29 @@ def _tile(rng, names, ft, op, temperature, spread):
     else:
         TRc = const(TR, "ROWS", "TILE_M", "BR") if TR > 1 else "1"
         shape = f"({TRc}, {Cc})"
-        code(f"{t} = wp.tile_load({x}, shape={shape}, offset=({b} * {TRc}, 0))" if TR > 1
-             else f"{t} = wp.tile_load({x}, shape={shape}, offset=({b}, 0))")
-        store = f"wp.tile_store({out}, {{}}, offset=({b} * {TRc}, 0))" if TR > 1 else f"wp.tile_store({out}, {{}}, offset=({b}, 0))"
+        code(
+            f"{t} = wp.tile_load({x}, shape={shape}, offset=({b} * {TRc}, 0))"
+            if TR > 1
+            else f"{t} = wp.tile_load({x}, shape={shape}, offset=({b}, 0))"
+        )
+        store = (
+            f"wp.tile_store({out}, {{}}, offset=({b} * {TRc}, 0))"
+            if TR > 1
+            else f"wp.tile_store({out}, {{}}, offset=({b}, 0))"
+        )
         row_red = TR > 1
     if temp:
-        code(f"{t} = {t} * ({ft.lit(1.0)} / {temp})" if coin(rng) else f"{t} = wp.tile_map(wp.div, {t}, wp.tile_full(shape={shape}, value={temp}, dtype={ft.ann}))")
+        code(
+            f"{t} = {t} * ({ft.lit(1.0)} / {temp})"
+            if coin(rng)
+            else f"{t} = wp.tile_map(wp.div, {t}, wp.tile_full(shape={shape}, value={temp}, dtype={ft.ann}))"
+        )
 
     def bcast(red):
         if row_red:
-            return f"wp.tile_broadcast(wp.tile_reshape({red}, shape=({shape.split(',')[0].strip('(')}, 1)), shape={shape})"
+            return (
+                f"wp.tile_broadcast(wp.tile_reshape({red}, shape=({shape.split(',')[0].strip('(')}, 1)), shape={shape})"
+            )
         return f"wp.tile_broadcast({red}, shape={shape})"
 
     m, e, s = names("m", "mx", "row_max"), names("e", "ex", "num"), names("s", "denom", "total")
@@ -241,8 +283,17 @@ def _tile(rng, names, ft, op, temperature, spread):
     args = order_args(rng, inputs, [arr(out, ft.dtype, (R, C), "out")], scalars)
     kname = names(f"tile_{op}", f"{op}_tiled", f"block_{op}", f"{op}_tile_rows")
     src = assemble(rng, kname, args, ft, code, const.items, funcs)
-    params = {"op": op, "temperature": temp, "inv_temperature": False, "axis": 1, "view": [R, C], "x": x, "out": out,
-              "stats": {}, "strategy": "tile"}
+    params = {
+        "op": op,
+        "temperature": temp,
+        "inv_temperature": False,
+        "axis": 1,
+        "view": [R, C],
+        "x": x,
+        "out": out,
+        "stats": {},
+        "strategy": "tile",
+    }
     return make_spec(CATEGORY, kname, src, args, (R // TR,), params, block_dim=choice(rng, [32, 64, 128]))
 
 

@@ -19,7 +19,19 @@ import numpy as np
 
 from ...spec import KernelSpec
 from ._common import (
-    Code, Names, Sizes, arr, array_ann, as_f64, assemble, choice, coin, check_close, make_spec, order_args, pick_float,
+    Code,
+    Names,
+    Sizes,
+    arr,
+    array_ann,
+    as_f64,
+    assemble,
+    check_close,
+    choice,
+    coin,
+    make_spec,
+    order_args,
+    pick_float,
     scalar,
 )
 
@@ -89,8 +101,12 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     # thread -> cell index
     idx = [names(*c) for c in (("i", "y", "row", "z"), ("j", "x0", "col", "yy"), ("k", "l", "zz", "c"))][:dims]
     dim_exprs = [
-        sizes.get(f"n{a}", grid[a], f"{x}.shape[{a}]" if layout == "nd" else None,
-                  [["nx", "height", "ni", "rows"], ["ny", "width", "nj", "cols"], ["nz", "depth", "nk", "planes"]][a])
+        sizes.get(
+            f"n{a}",
+            grid[a],
+            f"{x}.shape[{a}]" if layout == "nd" else None,
+            [["nx", "height", "ni", "rows"], ["ny", "width", "nj", "cols"], ["nz", "depth", "nk", "planes"]][a],
+        )
         for a in range(dims)
     ]
     if launch_form == "nd":
@@ -102,9 +118,11 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         if dims == 2:
             code(f"{idx[0]} = {t} // {dim_exprs[1]}", f"{idx[1]} = {t} % {dim_exprs[1]}")
         else:
-            code(f"{idx[0]} = {t} // ({dim_exprs[1]} * {dim_exprs[2]})",
-                 f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
-                 f"{idx[2]} = {t} % {dim_exprs[2]}")
+            code(
+                f"{idx[0]} = {t} // ({dim_exprs[1]} * {dim_exprs[2]})",
+                f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
+                f"{idx[2]} = {t} % {dim_exprs[2]}",
+            )
         launch = (int(np.prod(grid)),)
 
     def flat_index(parts: list[str]) -> str:
@@ -124,7 +142,11 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         access = "inline"
     fix_name = None
     if access == "index_helper":
-        fix_name = names("clamp_index", "clamp_idx", "edge") if boundary == "clamp" else names("wrap_index", "wrap", "periodic")
+        fix_name = (
+            names("clamp_index", "clamp_idx", "edge")
+            if boundary == "clamp"
+            else names("wrap_index", "wrap", "periodic")
+        )
         if boundary == "clamp":
             body = choice(rng, ["return wp.clamp(i, 0, n - 1)", "return wp.min(wp.max(i, 0), n - 1)"])
         else:
@@ -145,7 +167,9 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         elif boundary == "clamp":
             fcode(f"return {f_arr}[{', '.join(f'wp.clamp({v}, 0, {f_arr}.shape[{a}] - 1)' for a, v in enumerate(fp))}]")
         else:
-            fcode(f"return {f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]")
+            fcode(
+                f"return {f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]"
+            )
         funcs.append(f"@wp.func\ndef {sample_name}({params}):\n{fcode.text()}")
     clamp_form = choice(rng, ["clamp", "minmax"])
     tmp_counter = [0]
@@ -184,15 +208,28 @@ def generate(rng: np.random.Generator) -> KernelSpec:
             elif fix_name:
                 fixed.append(f"{fix_name}({parts[a]}, {dim_exprs[a]})")
             elif boundary == "clamp":
-                fixed.append(f"wp.clamp({parts[a]}, 0, {dim_exprs[a]} - 1)" if clamp_form == "clamp"
-                             else f"wp.min(wp.max({parts[a]}, 0), {dim_exprs[a]} - 1)")
+                fixed.append(
+                    f"wp.clamp({parts[a]}, 0, {dim_exprs[a]} - 1)"
+                    if clamp_form == "clamp"
+                    else f"wp.min(wp.max({parts[a]}, 0), {dim_exprs[a]} - 1)"
+                )
             else:
                 fixed.append(f"({parts[a]} + {dim_exprs[a]}) % {dim_exprs[a]}")
         return element(x, fixed)
 
     acc = names("acc", "s", "total", "lap", "val")
-    params = {"dims": dims, "grid": list(grid), "boundary": boundary, "op": op, "radius": radius,
-              "update": update, "x": x, "out": out, "w": w, "alpha": alpha}
+    params = {
+        "dims": dims,
+        "grid": list(grid),
+        "boundary": boundary,
+        "op": op,
+        "radius": radius,
+        "update": update,
+        "x": x,
+        "out": out,
+        "w": w,
+        "alpha": alpha,
+    }
     enumerate_form = "explicit"
     rad_args = []
     if op in ("box", "conv", "maxf"):
@@ -292,7 +329,7 @@ _PAD = {"clamp": "edge", "zero": "constant", "wrap": "wrap"}
 
 
 def _shift(xp: np.ndarray, r: int, off, grid) -> np.ndarray:
-    sl = tuple(slice(r + o, r + o + n) for o, n in zip(off, grid))
+    sl = tuple(slice(r + o, r + o + n) for o, n in zip(off, grid, strict=False))
     return xp[sl]
 
 
