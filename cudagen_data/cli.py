@@ -345,6 +345,61 @@ def mine(
 
 @app.command()
 @expected_errors
+def negatives(
+    dataset_dir: Path = typer.Argument(
+        ..., help="A finished dataset folder (synthetic rows, mined `real` rows, or both)."
+    ),
+    per_row: int = typer.Option(
+        3, "--per-row", "-n", help="Negatives to make per positive row (fewer where it allows fewer)."
+    ),
+    kinds: str | None = typer.Option(
+        None,
+        "--kinds",
+        help="Comma-separated kinds to make (default: all; listed in the card and `cudagen_data.negatives.KINDS`).",
+    ),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the witness's fresh inputs: the same seed gives the same negatives."
+    ),
+    workers: int = typer.Option(
+        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+) -> None:
+    """Add the `negatives` configuration: wrong kernels made from the rows, each proven wrong on the CPU (resumable)."""
+    from .negatives import format_summary as negatives_summary
+    from .negatives import make_negatives
+    from .negatives.run import NegativesError, check_options, read_positives
+
+    if not dataset_dir.is_dir():
+        _fail(f"{dataset_dir}: no such dataset folder", 2)
+    try:
+        check_options(per_row, _split_list(kinds), workers)
+    except NegativesError as exc:
+        _fail(str(exc), 2)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(read_positives(dataset_dir)[1]), desc="negatives", unit="row", file=sys.stderr)
+    result = make_negatives(
+        dataset_dir,
+        per_row=per_row,
+        kinds=_split_list(kinds),
+        seed=seed,
+        workers=workers,
+        progress=bar.update if bar is not None else None,
+    )
+    if bar is not None:
+        bar.close()
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if result.already_complete:
+        typer.echo(f"{dataset_dir}: negatives already complete for these options; nothing to do.", err=True)
+    typer.echo(negatives_summary(result.stats, dataset_dir))
+
+
+@app.command()
+@expected_errors
 def validate(
     path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
     arch: int | None = typer.Option(

@@ -25,6 +25,9 @@ class ManifestError(Exception):
 
 DEFAULT_CONFIG = "default"  # the synthetic rows (cudagen produce)
 CONFIGS = (DEFAULT_CONFIG, "real")  # "real": kernels mined from real programs (cudagen mine)
+# every configuration a folder may hold: the row configurations, and "negatives" (cudagen
+# negatives: wrong kernels made from both, contracts/negative.py)
+ALL_CONFIGS = (*CONFIGS, "negatives")
 
 
 @dataclass
@@ -59,19 +62,24 @@ class Manifest:
     format: str = MANIFEST_FORMAT
     schema_version: int = SCHEMA_VERSION
     real: dict | None = None  # the "real" configuration's command and versions (cudagen mine)
+    negatives: dict | None = None  # the "negatives" configuration's command and versions (cudagen negatives)
 
     def to_dict(self) -> dict:
         """Key order as written since schema version 1."""
-        return {
-            "format": self.format,
-            "schema_version": self.schema_version,
-            "config": self.config,
-            "versions": self.versions,
-            "compiler": self.compiler,
-            "command": self.command,
-            "preambles": self.preambles,
-            "files": [f.to_dict() for f in self.files],
-        } | ({"real": self.real} if self.real is not None else {})
+        return (
+            {
+                "format": self.format,
+                "schema_version": self.schema_version,
+                "config": self.config,
+                "versions": self.versions,
+                "compiler": self.compiler,
+                "command": self.command,
+                "preambles": self.preambles,
+                "files": [f.to_dict() for f in self.files],
+            }
+            | ({"real": self.real} if self.real is not None else {})
+            | ({"negatives": self.negatives} if self.negatives is not None else {})
+        )
 
     def parquet_files(self, config: str = DEFAULT_CONFIG) -> list[FileEntry]:
         """A configuration's Parquet shards, in split order (train, validation, test), then path order."""
@@ -100,6 +108,7 @@ class Manifest:
             format=data["format"],
             schema_version=data.get("schema_version", SCHEMA_VERSION),
             real=data.get("real"),
+            negatives=data.get("negatives"),
         )
 
     @classmethod
@@ -123,8 +132,8 @@ def _file_entry(entry: object) -> FileEntry:
     path = _safe_relpath(entry.get("path"))
     split = entry.get("split")
     config = entry.get("config", DEFAULT_CONFIG)
-    if config not in CONFIGS:
-        raise ManifestError(f"{path}: manifest config {config!r} is not one of {CONFIGS}")
+    if config not in ALL_CONFIGS:
+        raise ManifestError(f"{path}: manifest config {config!r} is not one of {ALL_CONFIGS}")
     if path.endswith((".parquet", ".jsonl")) and not path.startswith("rejects") and split not in SPLITS:
         raise ManifestError(f"{path}: manifest split {split!r} is not one of {SPLITS}")
     rows = entry.get("rows")

@@ -43,21 +43,37 @@ def _splits(state) -> list[str]:
     return [s for s in SPLITS if s in state.shards]
 
 
-def spool_path(split: str, index: int) -> str:
-    return f"{SPOOL_DIR}/{split}-{index:05d}.jsonl"
+DEFAULT_CONFIG = "default"
 
 
-def staged_path(split: str, index: int) -> str:
-    return f"{STAGED_DIR}/{split}-{index:05d}.parquet"
+def config_of(state) -> str:
+    """The configuration a run state writes (produce's ``default``; another writer's state
+    says its own, e.g. ``negatives``): its shards live in folders of their own."""
+    return getattr(state, "config", DEFAULT_CONFIG)
 
 
-def final_path(split: str, index: int, total: int) -> str:
-    return f"data/{split}-{index:05d}-of-{total:05d}.parquet"
+def _dirs(config: str) -> tuple[str, str, str]:
+    """(spool folder, staged-shard folder, final folder) of a configuration."""
+    if config == DEFAULT_CONFIG:
+        return SPOOL_DIR, STAGED_DIR, "data"
+    return f".cudagen/{config}/spool", f".cudagen/{config}/shards", f"data/{config}"
+
+
+def spool_path(split: str, index: int, config: str = DEFAULT_CONFIG) -> str:
+    return f"{_dirs(config)[0]}/{split}-{index:05d}.jsonl"
+
+
+def staged_path(split: str, index: int, config: str = DEFAULT_CONFIG) -> str:
+    return f"{_dirs(config)[1]}/{split}-{index:05d}.parquet"
+
+
+def final_path(split: str, index: int, total: int, config: str = DEFAULT_CONFIG) -> str:
+    return f"{_dirs(config)[2]}/{split}-{index:05d}-of-{total:05d}.parquet"
 
 
 def open_spools(state) -> dict[str, str]:
     """split -> the spool the next rows of that split go to."""
-    return {split: spool_path(split, len(state.shards[split])) for split in _splits(state)}
+    return {split: spool_path(split, len(state.shards[split]), config_of(state)) for split in _splits(state)}
 
 
 def plan_appends(state, lines_by_split: dict[str, list[bytes]]) -> tuple[dict[str, list[bytes]], list[tuple[str, int]]]:
@@ -72,7 +88,7 @@ def plan_appends(state, lines_by_split: dict[str, list[bytes]]) -> tuple[dict[st
         while i < len(lines):
             room = state.shard_rows - state.spool_rows[split]
             take = lines[i : i + room]
-            appends.setdefault(spool_path(split, index), []).extend(take)
+            appends.setdefault(spool_path(split, index, config_of(state)), []).extend(take)
             state.spool_rows[split] += len(take)
             i += len(take)
             if state.spool_rows[split] == state.shard_rows:
@@ -85,28 +101,33 @@ def plan_appends(state, lines_by_split: dict[str, list[bytes]]) -> tuple[dict[st
 def close_spool(root: Path, state, split: str, index: int) -> None:
     """Write spool ``index`` of ``split`` as its Parquet shard and record it in ``state``
     (not saved here: the caller's state save commits it)."""
-    rel = spool_path(split, index)
-    rows, checksum = write_shard(root / rel, root / staged_path(split, index))
+    rel = spool_path(split, index, config_of(state))
+    rows, checksum = write_shard(
+        root / rel, root / staged_path(split, index, config_of(state)), getattr(state, "schema", None)
+    )
     state.shards[split].append({"rows": rows, "xxh3_128": checksum})
     state.sizes.pop(rel, None)
 
 
-def write_shard(spool: Path, target: Path) -> tuple[int, str]:
-    """Parquet from a spool of JSON lines, ROW_GROUP_ROWS rows in memory at a time."""
+def write_shard(spool: Path, target: Path, schema=None) -> tuple[int, str]:
+    """Parquet from a spool of JSON lines, ROW_GROUP_ROWS rows in memory at a time
+    (``schema``: the rows' Arrow schema, the dataset row's by default)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..contracts.row import ROW_SCHEMA
 
+    schema = schema if schema is not None else ROW_SCHEMA
+
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     count = 0
-    with open(spool, "rb") as lines, pq.ParquetWriter(tmp, ROW_SCHEMA, compression="zstd") as writer:
+    with open(spool, "rb") as lines, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
         while True:
             chunk = [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines, strict=False)]
             if not chunk:
                 break
-            writer.write_table(pa.Table.from_pylist(chunk, schema=ROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema), row_group_size=ROW_GROUP_ROWS)
             count += len(chunk)
     atomic_replace(tmp, target)
     return count, file_checksum(target)
@@ -115,9 +136,11 @@ def write_shard(spool: Path, target: Path) -> tuple[int, str]:
 def remove_stale(root: Path, state) -> list[str]:
     """Delete spools and staged shards the state does not know (a commit cut short)."""
     notes = []
+    config = config_of(state)
     keep_spools = set(open_spools(state).values())
-    keep_shards = {staged_path(s, i) for s, done in state.shards.items() for i in range(len(done))}
-    for folder, keep in ((SPOOL_DIR, keep_spools), (STAGED_DIR, keep_shards)):
+    keep_shards = {staged_path(s, i, config) for s, done in state.shards.items() for i in range(len(done))}
+    spool_dir, staged_dir, _ = _dirs(config)
+    for folder, keep in ((spool_dir, keep_spools), (staged_dir, keep_shards)):
         d = root / folder
         if not d.is_dir():
             continue
@@ -167,18 +190,19 @@ def finish(root: Path, state, save_state) -> dict[str, list[dict]]:
             close_spool(root, state, split, len(state.shards[split]))
             state.spool_rows[split] = 0
             save_state(state)
-            (root / spool_path(split, len(state.shards[split]) - 1)).unlink()
+            (root / spool_path(split, len(state.shards[split]) - 1, config_of(state))).unlink()
     for rel in open_spools(state).values():  # empty now: nothing more will be appended
         (root / rel).unlink(missing_ok=True)
     out: dict[str, list[dict]] = {}
-    data = root / "data"
-    data.mkdir(exist_ok=True)
+    config = config_of(state)
+    data = root / _dirs(config)[2]
+    data.mkdir(parents=True, exist_ok=True)
     for split in _splits(state):
         done = state.shards[split]
         total = len(done)
         names = set()
         for index, shard in enumerate(done):
-            src, dst = root / staged_path(split, index), root / final_path(split, index, total)
+            src, dst = root / staged_path(split, index, config), root / final_path(split, index, total, config)
             if src.exists():
                 os.replace(src, dst)
             elif not dst.exists():
@@ -187,7 +211,7 @@ def finish(root: Path, state, save_state) -> dict[str, list[dict]]:
                 )
             names.add(dst.name)
             out.setdefault(split, []).append(
-                {"path": final_path(split, index, total), "rows": shard["rows"], "xxh3_128": shard["xxh3_128"]}
+                {"path": final_path(split, index, total, config), "rows": shard["rows"], "xxh3_128": shard["xxh3_128"]}
             )
         for old in data.glob(f"{split}-*.parquet"):
             if old.name not in names:

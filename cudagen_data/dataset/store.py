@@ -66,8 +66,11 @@ class RunState:
 
 
 class DatasetFolder:
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, state_file: str = STATE_FILE):
+        """``state_file``: where the run state is saved (another configuration's writer,
+        such as ``cudagen negatives``, keeps a state of its own)."""
         self.root = Path(root)
+        self.state_file = state_file
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -75,7 +78,7 @@ class DatasetFolder:
     # ---------------------------------------------------------------- run state
 
     def load_state(self) -> RunState | None:
-        p = self.path(STATE_FILE)
+        p = self.path(self.state_file)
         if not p.exists():
             return None
         try:
@@ -117,12 +120,12 @@ class DatasetFolder:
                 notes.append(f"{rel}: dropped {size - committed} uncommitted bytes (torn or unfinished batch)")
             with open(p, "ab") as f:
                 f.truncate(committed)
-        self.path(STATE_DIR).mkdir(exist_ok=True)
+        self.path(self.state_file).parent.mkdir(parents=True, exist_ok=True)
         self.save_state(state)
         return notes
 
     def save_state(self, state: RunState) -> None:
-        atomic_write(self.path(STATE_FILE), state.to_json())
+        atomic_write(self.path(self.state_file), state.to_json())
 
     def commit(self, state: RunState, rows_by_split: dict[str, list], rejects: list) -> None:
         """Append one batch (rows and rejects: contracts or dicts) and record it as committed
@@ -145,7 +148,7 @@ class DatasetFolder:
             shards.close_spool(self.root, state, split, index)
         self.save_state(state)
         for split, index in filled:  # in a shard now, and the state says so
-            self.path(shards.spool_path(split, index)).unlink()
+            self.path(shards.spool_path(split, index, shards.config_of(state))).unlink()
 
     # ---------------------------------------------------------------- reading
 

@@ -397,11 +397,15 @@ def check_rows(
         )
     # The gradient check again, from scratch, where the row says its backward is verified.
     verified = [
-        (k, spec, point, i) for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded, strict=False)) if wants_check[k]
+        (k, spec, point, i)
+        for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded, strict=False))
+        if wants_check[k]
     ]
     if verified:
         todo = [v for v in verified if own.get(v[0]) is None]
-        found = dict(zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo]), strict=False))
+        found = dict(
+            zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo]), strict=False)
+        )
         for k, _, _, i in verified:
             check = own.get(k) or found[k]
             reports[i].checks_run["gradient_check"] += 1

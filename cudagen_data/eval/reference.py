@@ -74,59 +74,85 @@ def _flat(run) -> dict[str, np.ndarray]:
     return {**run.outputs, **{grad_key(n): g for n, g in run.input_grads.items()}}
 
 
-def compute_reference(row: dict, seed: int) -> Reference:
-    """Both input sets with their expected values; raises ReferenceUnavailable."""
+@dataclass
+class ReferencePlan:
+    """What a row's reference needs built: its kernel and, where Warp makes one, the float64 twin."""
+
+    row: dict
+    spec: KernelSpec
+    twin: KernelSpec | None
+    recorded: tuple  # (inputs, outputs, output_grads, input_grads) as verify.recorded_run returns them
+    twin_status: str = "ok"
+    native64: bool = False
+
+    def sources(self) -> list[tuple[str, str]]:
+        """(python_source, kernel_name) of the kernels to build: the row's, then the twin's."""
+        return [(s.python_source, s.kernel_name) for s in [self.spec] + ([self.twin] if self.twin is not None else [])]
+
+
+def plan_reference(row: dict) -> ReferencePlan:
+    """Read the row's spec and recorded run, and make its twin; raises ReferenceUnavailable."""
     try:
         spec = row_to_spec(row)
-        inputs, outputs, out_grads, in_grads = recorded_run(row)
+        recorded = recorded_run(row)
     except (KeyError, ValueError, TypeError) as exc:
         raise ReferenceUnavailable(f"unreadable test vectors or arg specs: {type(exc).__name__}: {exc}") from None
-    ref = Reference(spec, [])
-    twin = None
+    plan = ReferencePlan(row, spec, None, recorded)
     try:
-        twin = checked_twin(spec)
+        plan.twin = checked_twin(spec)
     except NativeFloat64 as exc:
-        ref.twin, ref.native64 = str(exc), True
+        plan.twin_status, plan.native64 = str(exc), True
     except TwinUnavailable as exc:
-        ref.twin = str(exc)
-    specs = [spec] + ([twin] if twin is not None else [])
-    sources = [(s.python_source, s.kernel_name) for s in specs]
-    with warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+        plan.twin_status = str(exc)
+    return plan
+
+
+def compute_reference(row: dict, seed: int) -> Reference:
+    """Both input sets with their expected values; raises ReferenceUnavailable."""
+    plan = plan_reference(row)
+    with warp_boundary.batch_module(plan.sources(), optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
         if kernels[0] is None:
             raise ReferenceUnavailable(f"the row's Python kernel does not load: {errors[0]}")
         problem = warp_boundary.build_module(module, "cpu")
         if problem is not None:
             raise ReferenceUnavailable(f"the row's Python kernel does not build on the CPU: {problem}")
-        k32, k64 = kernels[0], (kernels[1] if twin is not None else None)
+        return reference_from_kernels(plan, seed, kernels[0], kernels[1] if plan.twin is not None else None)
 
-        def measured(given_inputs, given_grads, name, expected=None):
-            run32 = run_kernel(spec, k32, "cpu", None, given_inputs, given_grads)
-            if not run32.ok:
-                return None, f"{run32.reason}: {run32.detail}"
-            s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32))
-            if k64 is not None:
-                run64 = run_kernel(
-                    twin, k64, "cpu", None, widen_all(given_inputs, spec.args), widen_all(given_grads, spec.args)
-                )
-                if run64.ok:
-                    s.cpu32, s.ref64 = _flat(run32), _flat(run64)
-                else:
-                    ref.notes.append(f"{name}: the float64 twin failed on the CPU ({run64.reason})")
-            return s, ""
 
-        expected = {**outputs, **{grad_key(n): g for n, g in in_grads.items()}}
-        s, why = measured(inputs, out_grads, "recorded", {k: np.asarray(v) for k, v in expected.items()})
-        if s is None:
-            raise ReferenceUnavailable(f"the row's kernel fails on its own recorded inputs ({why})")
-        ref.sets.append(s)
-        for attempt in range(FRESH_TRIES):
-            fresh_inputs, fresh_grads = draw_fresh(spec, fresh_rng(seed, str(row["id"]), attempt))
-            s, why = measured(fresh_inputs, fresh_grads, "fresh")
-            if s is not None:
-                ref.sets.append(s)
-                break
-        else:
-            ref.notes.append(
-                f"no fresh inputs on which the row's kernel passes its own checks ({why}); recorded inputs only"
+def reference_from_kernels(plan: ReferencePlan, seed: int, k32, k64) -> Reference:
+    """The input sets of ``plan``'s row, run on its built kernel ``k32`` (and twin ``k64``, or None)."""
+    row, spec, twin = plan.row, plan.spec, plan.twin
+    inputs, outputs, out_grads, in_grads = plan.recorded
+    ref = Reference(spec, [], plan.twin_status, plan.native64)
+
+    def measured(given_inputs, given_grads, name, expected=None):
+        run32 = run_kernel(spec, k32, "cpu", None, given_inputs, given_grads)
+        if not run32.ok:
+            return None, f"{run32.reason}: {run32.detail}"
+        s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32))
+        if k64 is not None:
+            run64 = run_kernel(
+                twin, k64, "cpu", None, widen_all(given_inputs, spec.args), widen_all(given_grads, spec.args)
             )
+            if run64.ok:
+                s.cpu32, s.ref64 = _flat(run32), _flat(run64)
+            else:
+                ref.notes.append(f"{name}: the float64 twin failed on the CPU ({run64.reason})")
+        return s, ""
+
+    expected = {**outputs, **{grad_key(n): g for n, g in in_grads.items()}}
+    s, why = measured(inputs, out_grads, "recorded", {k: np.asarray(v) for k, v in expected.items()})
+    if s is None:
+        raise ReferenceUnavailable(f"the row's kernel fails on its own recorded inputs ({why})")
+    ref.sets.append(s)
+    for attempt in range(FRESH_TRIES):
+        fresh_inputs, fresh_grads = draw_fresh(spec, fresh_rng(seed, str(row["id"]), attempt))
+        s, why = measured(fresh_inputs, fresh_grads, "fresh")
+        if s is not None:
+            ref.sets.append(s)
+            break
+    else:
+        ref.notes.append(
+            f"no fresh inputs on which the row's kernel passes its own checks ({why}); recorded inputs only"
+        )
     return ref

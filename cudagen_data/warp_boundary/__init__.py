@@ -42,7 +42,13 @@ from .runtime import (
     source_filename,
     warp,
 )
-from .substitute import SubstitutionMissing, edited_cpu_forward, fresh_kernel_cache, substituted_cuda
+from .substitute import (
+    SubstitutionMissing,
+    edited_cpu_forward,
+    edited_cpu_functions,
+    fresh_kernel_cache,
+    substituted_cuda,
+)
 
 __all__ = [
     "PATH_RULE",
@@ -59,6 +65,7 @@ __all__ = [
     "compile_module_to_ptx",
     "compiled_source_path",
     "edited_cpu_forward",
+    "edited_cpu_functions",
     "emit_cuda",
     "fresh_kernel_cache",
     "load_module_on_gpu",

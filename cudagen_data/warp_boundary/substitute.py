@@ -66,29 +66,40 @@ def edited_cpu_forward(kernel, edit: Callable[[str], str | None]) -> Iterator[li
     where it is absent or ``edit`` leaves it unchanged).  Yields a list that receives
     (generated, edited) for each build.  Use with :func:`fresh_kernel_cache`: the edited
     module has the hash of the unedited one."""
-    module = kernel.module
+    with edited_cpu_functions(kernel.module, [(kernel, "forward", edit)]) as edits:
+        yield edits[0]
+
+
+@contextlib.contextmanager
+def edited_cpu_functions(
+    module, edits: Sequence[tuple[object, str, Callable[[str], str | None]]]
+) -> Iterator[list[list[tuple[str, str]]]]:
+    """:func:`edited_cpu_forward` for many kernels of one module at once (one build):
+    ``edits`` holds (kernel, "forward" or "backward", edit).  Yields, per edit, the list
+    of (generated, edited) texts of each build."""
     original = module._run_codegen
-    edits: list[tuple[str, str]] = []
+    done: list[list[tuple[str, str]]] = [[] for _ in edits]
 
     def edited(options, is_cpu):
         source, *rest = original(options, is_cpu)
         if is_cpu:
-            name = f"{kernel.get_mangled_name()}_cpu_kernel_forward("  # hashed by now
-            at = source.find(name)
-            if at < 0:
-                raise SubstitutionMissing("the kernel's CPU forward is not in the module this Warp generates")
-            start = source.rfind("\n", 0, at) + 1
-            end = source.find("\n}\n", at) + 3  # Warp closes a kernel function at column 0
-            part = source[start:end]
-            new = edit(part)
-            if new is None or new == part:
-                raise SubstitutionMissing("the edit does not apply to the kernel's CPU forward")
-            edits.append((part, new))
-            source = source[:start] + new + source[end:]
+            for (kernel, part, edit), record in zip(edits, done, strict=True):
+                name = f"{kernel.get_mangled_name()}_cpu_kernel_{part}("  # hashed by now
+                at = source.find(name)
+                if at < 0:
+                    raise SubstitutionMissing(f"the kernel's CPU {part} is not in the module this Warp generates")
+                start = source.rfind("\n", 0, at) + 1
+                end = source.find("\n}\n", at) + 3  # Warp closes a kernel function at column 0
+                text = source[start:end]
+                new = edit(text)
+                if new is None or new == text:
+                    raise SubstitutionMissing(f"the edit does not apply to the kernel's CPU {part}")
+                record.append((text, new))
+                source = source[:start] + new + source[end:]
         return (source, *rest)
 
     module._run_codegen = edited  # this module object only
     try:
-        yield edits
+        yield done
     finally:
         del module._run_codegen
