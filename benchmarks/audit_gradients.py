@@ -194,7 +194,8 @@ def main() -> int:
         f"{'total':<14}{tot['rows']:>6}{tot['status_verified']:>10}{pct:>7.1f}{tot['status_forward_only']:>9}{tot['status_unverified']:>9}{tot['audited']:>9}{tot['disagree']:>9}"
     )
     print(
-        f"targets: disagreements {tot['disagree']} (target 0, at most 1% = {tot['rows'] // 100}); verified {pct:.1f}% (>= 85%); "
+        f"targets: disagreements {tot['disagree']} (target 0, at most 1% = {tot['rows'] // 100}); verified {pct:.1f}% "
+        "(>= 85%); "
         f"every category >= 60%: {'yes' if ok else 'no'}"
     )
     for err, cat, name in result["worst"]:

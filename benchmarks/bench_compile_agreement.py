@@ -122,21 +122,24 @@ def main() -> None:
     from cudagen_data.extract.levels import compiler_record
 
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; frontend: NVRTC {compiler_record(args.arch, 'frontend')['nvrtc_version']} standalone"
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; frontend: NVRTC "
+        f"{compiler_record(args.arch, 'frontend')['nvrtc_version']} standalone"
     )
     t0 = time.perf_counter()
     good = generated_kernels(args.count, args.seed)
     mixed = with_broken(good, args.broken_every)
     cats = Counter(label.split("#")[0] for label, _, _ in mixed)
     print(
-        f"{len(good)} generated kernels ({len(cats)} categories) + {len(mixed) - len(good)} broken ones ({len(BROKEN_KINDS)} kinds x forward/backward/device), made in {time.perf_counter() - t0:.0f} s"
+        f"{len(good)} generated kernels ({len(cats)} categories) + {len(mixed) - len(good)} broken ones "
+        f"({len(BROKEN_KINDS)} kinds x forward/backward/device), made in {time.perf_counter() - t0:.0f} s"
     )
     seconds, counts, differences = agreement(mixed, arch=args.arch, batch_size=args.batch_size)
     for (kind, fe, px), n in sorted(counts.items()):
         print(f"  {kind:6s} kernels: frontend {fe:5s} ptx {px:5s}: {n}")
     fe_s, px_s = seconds["frontend"], seconds["ptx"]
     print(
-        f"time: frontend {fe_s:.1f} s ({fe_s / len(mixed) * 1000:.1f} ms/kernel), ptx {px_s:.1f} s ({px_s / len(mixed) * 1000:.1f} ms/kernel); ptx / frontend = {px_s / fe_s:.1f}x"
+        f"time: frontend {fe_s:.1f} s ({fe_s / len(mixed) * 1000:.1f} ms/kernel), ptx {px_s:.1f} s "
+        f"({px_s / len(mixed) * 1000:.1f} ms/kernel); ptx / frontend = {px_s / fe_s:.1f}x"
     )
     for label, what, fe_log, px_log in differences:
         print(f"DIFFERS {label}: {what}\n  frontend: {error_lines(fe_log)[:2]}\n  ptx:      {error_lines(px_log)[:2]}")

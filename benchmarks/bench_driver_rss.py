@@ -117,7 +117,8 @@ def main() -> int:
             raise _TimeUp
 
     print(
-        f"{os.cpu_count()} cpus, {args.workers} workers, executor {args.executor}, {args.count} --fast pairs, jsonl {args.jsonl}, "
+        f"{os.cpu_count()} cpus, {args.workers} workers, executor {args.executor}, {args.count} --fast pairs, jsonl "
+        f"{args.jsonl}, "
         f"shard rows {config.shard_rows}; {pairs} pairs committed before this call",
         flush=True,
     )
@@ -140,7 +141,8 @@ def main() -> int:
     elapsed = time.perf_counter() - t0
     stats = result.stats
     print(
-        f"complete: {stats['total_pairs']} pairs; this call {elapsed:.0f} s; Parquet {du_mb(out / 'data'):.0f} MB in {len(list((out / 'data').glob('*.parquet')))} shards",
+        f"complete: {stats['total_pairs']} pairs; this call {elapsed:.0f} s; Parquet {du_mb(out / 'data'):.0f} MB in "
+        f"{len(list((out / 'data').glob('*.parquet')))} shards",
         flush=True,
     )
     log = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
@@ -160,16 +162,19 @@ def main() -> int:
     )
     peak = max(e["rss_mb"] for e in samples)
     print(
-        f"floor (driver before the first batch) {floor:.0f} MB; peak {peak:.0f} MB = {peak / floor:.2f} x floor (target: peak <= 1024 MB at 200,000 pairs)"
+        f"floor (driver before the first batch) {floor:.0f} MB; peak {peak:.0f} MB = {peak / floor:.2f} x floor "
+        "(target: peak <= 1024 MB at 200,000 pairs)"
     )
     later = [(e["pairs"], e["rss_mb"]) for e in samples if e["pairs"] >= total / 2]
     if len(later) >= 2:
         per_100k = slope(later) * 100_000
         print(
-            f"growth over the second half (least squares): {per_100k:.1f} MB per 100,000 pairs -> ~{peak + per_100k * max(0, 1_000_000 - total) / 100_000:.0f} MB at 1,000,000 pairs"
+            f"growth over the second half (least squares): {per_100k:.1f} MB per 100,000 pairs -> "
+            f"~{peak + per_100k * max(0, 1_000_000 - total) / 100_000:.0f} MB at 1,000,000 pairs"
         )
     print(
-        f"private disk peak {max(e['disk_mb'] for e in samples):.0f} MB (open spools hold under one shard of rows per split)"
+        f"private disk peak {max(e['disk_mb'] for e in samples):.0f} MB (open spools hold under one shard of rows per "
+        "split)"
     )
     if args.output is None:
         shutil.rmtree(out, ignore_errors=True)

@@ -129,7 +129,8 @@ def main() -> int:
     items = candidates(rows, args.candidates)
     gpu = args.device.startswith("cuda")
     print(
-        f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: {dict(Counter(k for _, _, k, _ in items))}"
+        f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: "
+        f"{dict(Counter(k for _, _, k, _ in items))}"
     )
 
     t0 = time.perf_counter()
@@ -179,12 +180,16 @@ def main() -> int:
         t2 = time.perf_counter()
         found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run")) for k in passed_mutants]
         seen = verdicts(found, seed=scorer.seed, workers=args.workers)
-        print(f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not timed above): "
-              f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen, strict=False)))}")  # fmt: skip
+        print(
+            f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not "
+            "timed above): "
+            f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen, strict=False)))}"
+        )
         run_stage = sum(stage == "run" for *_, stage in items)
         equivalent = sum(v.status == "equivalent" for v in seen)
         print(
-            f"equivalent on the judge's inputs: {equivalent} of {run_stage} run-stage mutants ({100 * equivalent / max(run_stage, 1):.1f}%)"
+            f"equivalent on the judge's inputs: {equivalent} of {run_stage} run-stage mutants "
+            f"({100 * equivalent / max(run_stage, 1):.1f}%)"
         )
         for (row, m), v in zip(found, seen, strict=False):
             if v.status != "equivalent":
@@ -193,14 +198,21 @@ def main() -> int:
     print(f"stage reached: {dict(Counter(s.reached for s in scores))}")
     rate = len(items) / judged
     print(
-        f"judge: {len(items)} candidates in {judged:.2f} s = {rate:.1f} candidates/s ({'structure + front end' if not gpu else 'whole ladder on ' + args.device})"
+        f"judge: {len(items)} candidates in {judged:.2f} s = {rate:.1f} candidates/s "
+        f"({'structure + front end' if not gpu else 'whole ladder on ' + args.device})"
     )
     if gpu:
-        print(f"worker start-up (overlaps the CPU stages): {started:.2f} s to launch; target: 1,000 candidates in <= 120 s "
-              f"-> {1000 / rate:.1f} s at this rate")  # fmt: skip
+        print(
+            f"worker start-up (overlaps the CPU stages): {started:.2f} s to launch; target: 1,000 candidates in <= "
+            "120 s "
+            f"-> {1000 / rate:.1f} s at this rate"
+        )
     if floor is not None:
-        print(f"floor: bare NVRTC front end of the same units, same batches: {floor:.2f} s = {len(items) / floor:.1f} candidates/s; "
-              f"judge / floor = {judged / floor:.2f} (overhead {100 * (judged / floor - 1):.0f}%)")  # fmt: skip
+        print(
+            f"floor: bare NVRTC front end of the same units, same batches: {floor:.2f} s = {len(items) / floor:.1f} "
+            "candidates/s; "
+            f"judge / floor = {judged / floor:.2f} (overhead {100 * (judged / floor - 1):.0f}%)"
+        )
     if not gpu:
         print(f"target >= 20 candidates/s: {'MET' if rate >= 20 else 'NOT MET'}")
     print(f"landed where expected (or shown equivalent): {len(items) - len(wrong)}/{len(items)}")

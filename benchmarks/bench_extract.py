@@ -97,10 +97,12 @@ def main() -> None:
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
     print(
-        f"extract: {len(srcs)} kernels in {extract_s:.2f} s = {len(srcs) / extract_s:.0f} kernels/s ({ours_per * 1000:.2f} ms/kernel)"
+        f"extract: {len(srcs)} kernels in {extract_s:.2f} s = {len(srcs) / extract_s:.0f} kernels/s "
+        f"({ours_per * 1000:.2f} ms/kernel)"
     )
     print(
-        f"floor (bare Warp codegen, {floor_n} kernels): {floor_per * 1000:.2f} ms/kernel; extract/floor = {ours_per / floor_per:.2f}x"
+        f"floor (bare Warp codegen, {floor_n} kernels): {floor_per * 1000:.2f} ms/kernel; extract/floor = "
+        f"{ours_per / floor_per:.2f}x"
     )
     print(f"nvrtc batched (50/unit): {batched_ms:.1f} ms/kernel, {sum(r.ok for r in batched)}/{len(batched)} ok")
     print(f"nvrtc one module/kernel: {single_ms:.1f} ms/kernel, {sum(r.ok for r in single)}/{len(single)} ok")

@@ -87,10 +87,12 @@ def main() -> int:
     print(f"  check: module builds {build[0]:.1f} s, probes {t['check'] - build[0]:.1f} s")
     ratio = t["check"] / floor if floor else float("nan")
     print(
-        f"floor (same run without the check): {floor * per:.1f} ms/pair; with it: {(floor + t['check']) * per:.1f} ms/pair"
+        f"floor (same run without the check): {floor * per:.1f} ms/pair; with it: {(floor + t['check']) * per:.1f} "
+        "ms/pair"
     )
     print(
-        f"check adds {ratio:+.1%} to the per-pair cost (target <= +{TARGET:.0%}): {'met' if ratio <= TARGET else 'NOT met'}"
+        f"check adds {ratio:+.1%} to the per-pair cost (target <= +{TARGET:.0%}): "
+        f"{'met' if ratio <= TARGET else 'NOT met'}"
     )
     # Per *shipped* pair: rows the check rejects (adjoint_mismatch) cost the whole pipeline
     # and are replaced by other kernels, so they count against the check too.

@@ -53,7 +53,8 @@ def main() -> int:
     print(f"kernels generated (overloads one each): {s['kernels_generated']}")
     print(f"rows (distinct after dedup): {s['rows']}")
     print(
-        f"compile check ({args.level}): {s['compile_passed']}/{s['compile_checked']} = {100 * (s['compile_pass_rate'] or 0):.1f}%"
+        f"compile check ({args.level}): {s['compile_passed']}/{s['compile_checked']} = "
+        f"{100 * (s['compile_pass_rate'] or 0):.1f}%"
     )
     print(f"executed with test vectors: {s['executed']}/{s['rows']} = {100 * (s['executed_rate'] or 0):.1f}%")
     print(f"not mined, by reason: {s['rejects_by_reason']}")
@@ -116,7 +117,8 @@ def verbatim(files, rows, n: int) -> int:
         for name in missing:
             print(f"  not verbatim: {f.relpath}: {name}")
     print(
-        f"verbatim: {checked - mismatched}/{checked} kernels of {len(sample)} files found verbatim in Warp's module CUDA"
+        f"verbatim: {checked - mismatched}/{checked} kernels of {len(sample)} files found verbatim in Warp's module "
+        "CUDA"
     )
     return 1 if mismatched else 0
 

@@ -107,7 +107,9 @@ def bench_category(category: str, count: int, seed: int, batch: int, pool) -> di
         "compile": sum(flags["compiled"]),
         "execute": sum(flags["executed"]),
         "numpy": sum(flags["numpy"]),
-        "all": sum(c and e and n for c, e, n in zip(flags["compiled"], flags["executed"], flags["numpy"], strict=False)),
+        "all": sum(
+            c and e and n for c, e, n in zip(flags["compiled"], flags["executed"], flags["numpy"], strict=False)
+        ),
         "shapes_pct": 100.0 * len(shapes) / count,
         "tiers": dict(tiers),
         "cpu_seconds": tuple(sum(p["seconds"][i] for p in parts) for i in range(3)),  # summed over workers
@@ -132,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.count} kernels per category, seed {args.seed}, {args.jobs} workers, {os.cpu_count()} cpus", flush=True
     )
-    header = f"{'category':<12} {'count':>5} {'compile':>8} {'execute':>8} {'numpy':>8} {'all':>6} {'shapes%':>8}  tiers (b/i/a)   wall s  cpu s (extract/nvrtc/cpu run)"
+    header = (
+        f"{'category':<12} {'count':>5} {'compile':>8} {'execute':>8} {'numpy':>8} {'all':>6} {'shapes%':>8}"
+        "  tiers (b/i/a)   wall s  cpu s (extract/nvrtc/cpu run)"
+    )
     print(header, flush=True)
     rows = []
     t_all = time.perf_counter()
@@ -161,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     passed = sum(r["all"] for r in rows)
     print(
         f"total: {passed}/{total} kernels pass compile + CPU execution + NumPy check; "
-        f"min distinct shapes {min(r['shapes_pct'] for r in rows):.1f}% (target >= 80%); {time.perf_counter() - t_all:.0f} s",
+        f"min distinct shapes {min(r['shapes_pct'] for r in rows):.1f}% (target >= 80%); "
+        f"{time.perf_counter() - t_all:.0f} s",
         flush=True,
     )
     ok = all(r["all"] == r["count"] and r["shapes_pct"] >= 80.0 for r in rows)

@@ -92,7 +92,11 @@ def _floor_worker(args) -> float:
             runs = execute_specs(
                 specs, reference_checks={}, on_run=check_own
             )  # no NumPy reference checks: not floor work
-            ran = [(spec, run) for i, (spec, run) in enumerate(zip(specs, runs, strict=False)) if run.ok and own.get(i) is None]
+            ran = [
+                (spec, run)
+                for i, (spec, run) in enumerate(zip(specs, runs, strict=False))
+                if run.ok and own.get(i) is None
+            ]
             if ran:
                 check_gradients([spec for spec, _ in ran], [run for _, run in ran])
     return time.perf_counter() - t0
@@ -155,23 +159,27 @@ def main() -> None:
     try:
         nvrtc = compiler_record(86, "frontend")["nvrtc_version"]
         print(
-            f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, batch {args.batch_size}, NVRTC {nvrtc}"
+            f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, "
+            f"batch {args.batch_size}, NVRTC {nvrtc}"
         )
         if args.fast_count > 0:
             fast_s, fast_stats, _ = run(args.fast_count, cats, args.workers, True, args.batch_size, tmp / "fast")
             fast_n = fast_stats["total_pairs"]
             print(
-                f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s; tried {fast_stats['kernels_tried']} kernels"
+                f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s; tried "
+                f"{fast_stats['kernels_tried']} kernels"
             )
             print(f"        stage seconds (summed over workers): {fast_stats['stage_seconds']}")
             if not args.skip_floor:
                 sources = tried_sources(tmp / "fast")
                 cg_s = pooled_seconds(_codegen_worker, sources, args.workers)
                 print(
-                    f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: {cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most"
+                    f"floor:  bare Warp codegen of the same {len(sources)} kernels, {args.workers} processes: "
+                    f"{cg_s:.1f} s = {fast_n / cg_s:.0f} pairs/s at most"
                 )
                 print(
-                    f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}, target <= +25%: generation, canonical hashes, rows, writing, worker start-up)"
+                    f"        --fast / floor = {fast_s / cg_s:.2f} (overhead {fast_s / cg_s - 1:+.0%}, target <= "
+                    "+25%: generation, canonical hashes, rows, writing, worker start-up)"
                 )
         if args.count <= 0:
             return
@@ -179,10 +187,12 @@ def main() -> None:
         n = stats["total_pairs"]
         full_rate = n / full_s
         print(
-            f"full (--compile frontend): {n} pairs in {full_s:.1f} s = {full_rate:.1f} pairs/s (target >= 25); tried {stats['kernels_tried']} kernels"
+            f"full (--compile frontend): {n} pairs in {full_s:.1f} s = {full_rate:.1f} pairs/s (target >= 25); tried "
+            f"{stats['kernels_tried']} kernels"
         )
         print(
-            f"        compile pass {stats['compile_pass_rate']:.1%}, execution pass {stats['execution_pass_rate']:.1%}; rejects {stats['rejects_by_reason']}"
+            f"        compile pass {stats['compile_pass_rate']:.1%}, execution pass "
+            f"{stats['execution_pass_rate']:.1%}; rejects {stats['rejects_by_reason']}"
         )
         print(f"        stage seconds (summed over workers): {stats['stage_seconds']}")
         print(f"        peak worker RSS {rss:.0f} MB")
@@ -190,10 +200,12 @@ def main() -> None:
             items = tried_items(tmp / "full")
             floor_s = pooled_seconds(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
             print(
-                f"floor:  codegen + batched front-end NVRTC + batched CPU build and run + gradient check of the same {len(items)} kernels, {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
+                "floor:  codegen + batched front-end NVRTC + batched CPU build and run + gradient check of the same "
+                f"{len(items)} kernels, {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
             )
             print(
-                f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= +25%)"
+                f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= "
+                "+25%)"
             )
         from cudagen_data.dataset.verify import validate_path
 
@@ -201,7 +213,9 @@ def main() -> None:
         report = validate_path(tmp / "full", workers=args.workers)
         val_s = time.perf_counter() - t0
         print(
-            f"validate: {report.rows} rows in {val_s:.1f} s = {report.rows / val_s:.1f} rows/s, {args.workers} workers ({'OK' if report.ok else 'FAILED'}); validate / produce speed = {(report.rows / val_s) / full_rate:.2f} (target >= 1)"
+            f"validate: {report.rows} rows in {val_s:.1f} s = {report.rows / val_s:.1f} rows/s, {args.workers} "
+            f"workers ({'OK' if report.ok else 'FAILED'}); validate / produce speed = "
+            f"{(report.rows / val_s) / full_rate:.2f} (target >= 1)"
         )
         if args.ptx_count > 0:
             ptx_s, ptx_stats, _ = run(
@@ -209,7 +223,8 @@ def main() -> None:
             )
             ptx_rate = ptx_stats["total_pairs"] / ptx_s
             print(
-                f"full (--compile ptx): {ptx_stats['total_pairs']} pairs in {ptx_s:.1f} s = {ptx_rate:.1f} pairs/s; stage seconds {ptx_stats['stage_seconds']}"
+                f"full (--compile ptx): {ptx_stats['total_pairs']} pairs in {ptx_s:.1f} s = {ptx_rate:.1f} pairs/s; "
+                f"stage seconds {ptx_stats['stage_seconds']}"
             )
             print(f"        frontend / ptx = {full_rate / ptx_rate:.1f}x with the gradient check on")
 
@@ -219,12 +234,15 @@ def main() -> None:
                 )
 
             print(
-                f"        frontend / ptx = {without_gradcheck(full_s, stats) / without_gradcheck(ptx_s, ptx_stats):.1f}x with its time taken out (target >= 3x)"
+                "        frontend / ptx = "
+                f"{without_gradcheck(full_s, stats) / without_gradcheck(ptx_s, ptx_stats):.1f}x with its time taken "
+                "out (target >= 3x)"
             )
         if args.rss_pairs:
             rss_s, rss_stats, rss_peak = run(args.rss_pairs, cats, args.workers, False, args.batch_size, tmp / "rss")
             print(
-                f"rss:    {rss_stats['total_pairs']} pairs in {rss_s:.0f} s; peak worker RSS {rss_peak:.0f} MB (target <= 600 MB)"
+                f"rss:    {rss_stats['total_pairs']} pairs in {rss_s:.0f} s; peak worker RSS {rss_peak:.0f} MB "
+                "(target <= 600 MB)"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

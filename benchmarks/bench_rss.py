@@ -63,7 +63,8 @@ def main() -> int:
         return 3
     stats = result.stats
     print(
-        f"complete: {stats['total_pairs']} pairs, {stats['kernels_tried']} kernels tried; this call {time.perf_counter() - t0:.0f} s",
+        f"complete: {stats['total_pairs']} pairs, {stats['kernels_tried']} kernels tried; this call "
+        f"{time.perf_counter() - t0:.0f} s",
         flush=True,
     )
     log = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]

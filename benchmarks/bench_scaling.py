@@ -76,9 +76,12 @@ def main() -> int:
     ap.add_argument("--min-count", type=int, default=200, help="at least this many pairs per run")
     ap.add_argument("--fast", action="store_true", help="--fast runs (codegen only) instead of full validation")
     ap.add_argument("--batch-size", type=int, default=100)
-    ap.add_argument("--floor", action="store_true",
-                    help="instead of Ray: the local executor at W workers against W independent one-worker producers run at once "
-                         "(does the producer or the machine limit scaling?)")  # fmt: skip
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="instead of Ray: the local executor at W workers against W independent one-worker producers run at once "
+        "(does the producer or the machine limit scaling?)",
+    )
     args = ap.parse_args()
     if args.floor:
         return floor_main(args)
@@ -92,7 +95,8 @@ def main() -> int:
     counts = [int(w) for w in args.workers.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="cudagen-scaling-"))
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, ray {ray.__version__}, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}",
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, ray {ray.__version__}, "
+        f"{'--fast' if args.fast else 'full validation'}, batch {args.batch_size}",
         flush=True,
     )
     rows = []
@@ -121,7 +125,8 @@ def main() -> int:
                         runs[executor].append(n / elapsed)
                         spread = by_node or spread
                         print(
-                            f"  {w:2d} workers  {executor:5s} run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                            f"  {w:2d} workers  {executor:5s} run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = "
+                            f"{n / elapsed:6.1f} pairs/s",
                             flush=True,
                         )
             finally:
@@ -129,7 +134,8 @@ def main() -> int:
             best_local, best_ray = max(runs["local"]), max(runs["ray"])
             rows.append((w, count, runs, best_local, best_ray, ray_start, spread))
             print(
-                f"  {w:2d} workers: Ray start-up {ray_start:.1f} s (not counted); Ray tasks per node {sorted(spread.values())}",
+                f"  {w:2d} workers: Ray start-up {ray_start:.1f} s (not counted); Ray tasks per node "
+                f"{sorted(spread.values())}",
                 flush=True,
             )
     finally:
@@ -140,7 +146,8 @@ def main() -> int:
     for w, count, runs, best_local, best_ray, _, _ in rows:
         lo, ry = runs["local"], runs["ray"]
         print(
-            f"{w:7d}  {count:5d}   {best_local:6.1f} ({lo[0]:6.1f}, {lo[1]:6.1f})          {best_ray:6.1f} ({ry[0]:6.1f}, {ry[1]:6.1f})        {best_ray / best_local:5.2f}"
+            f"{w:7d}  {count:5d}   {best_local:6.1f} ({lo[0]:6.1f}, {lo[1]:6.1f})          {best_ray:6.1f} "
+            f"({ry[0]:6.1f}, {ry[1]:6.1f})        {best_ray / best_local:5.2f}"
         )
     base = rows[0][3] / rows[0][0]
     print(
@@ -156,7 +163,8 @@ def floor_main(args) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="cudagen-scaling-floor-"))
     print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {'--fast' if args.fast else 'full validation'}, batch {args.batch_size}",
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {'--fast' if args.fast else 'full validation'}, "
+        f"batch {args.batch_size}",
         flush=True,
     )
     try:
@@ -170,17 +178,23 @@ def floor_main(args) -> int:
                 elapsed, n, _ = one_run(config, w, "local", tmp / f"local-{w}-{attempt}")
                 local.append(n / elapsed)
                 print(
-                    f"  {w:2d} workers  one producer       run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                    f"  {w:2d} workers  one producer       run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = "
+                    f"{n / elapsed:6.1f} pairs/s",
                     flush=True,
                 )
                 elapsed, n = independent_runs(config, w, tmp / f"alone-{w}-{attempt}")
                 alone.append(n / elapsed)
                 print(
-                    f"  {w:2d} workers  {w:2d} lone producers run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = {n / elapsed:6.1f} pairs/s",
+                    f"  {w:2d} workers  {w:2d} lone producers run {attempt + 1}: {n} pairs in {elapsed:6.1f} s = "
+                    f"{n / elapsed:6.1f} pairs/s",
                     flush=True,
                 )
-            print(f"  {w:2d} workers: best one producer {max(local):.1f} pairs/s, best {w} lone producers {max(alone):.1f} pairs/s, "
-                  f"ratio {max(local) / max(alone):.2f} (1.0: the producer costs nothing over the machine's floor)", flush=True)  # fmt: skip
+            print(
+                f"  {w:2d} workers: best one producer {max(local):.1f} pairs/s, best {w} lone producers "
+                f"{max(alone):.1f} pairs/s, "
+                f"ratio {max(local) / max(alone):.2f} (1.0: the producer costs nothing over the machine's floor)",
+                flush=True,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

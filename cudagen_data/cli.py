@@ -13,7 +13,10 @@ from .dataset.shards import SHARD_ROWS
 
 app = typer.Typer(
     name="cudagen",
-    help="Make Python -> CUDA training pairs from NVIDIA Warp kernels: generated, compiled with NVRTC, run, deduplicated.",
+    help=(
+        "Make Python -> CUDA training pairs from NVIDIA Warp kernels: generated, compiled with NVRTC, run, "
+        "deduplicated."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -410,7 +413,7 @@ def validate(
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
-    """Re-check every row from scratch: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
+    """Re-check every row: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
     from .dataset.verify import format_report, validate_path
 
     if workers < 0:
@@ -462,7 +465,7 @@ def gpu_validate(
     report: Path | None = typer.Option(None, "--report", help="Write the JSON report here."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
-    """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on the test vectors (see GPU_TESTING.md)."""
+    """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on its test vectors (GPU_TESTING.md)."""
     from .gpu import run_gpu_validation
 
     raise typer.Exit(

@@ -476,7 +476,7 @@ def _check_one(plan: _Plan, kernel, device: str, original: KernelSpec) -> Gradie
                         break
                     non_smooth += 1
                 budget -= 1
-        for attempt in range(1 + RETRIES):
+        for _ in range(1 + RETRIES):
             probe = direction_probe()
             if probe.fd is not None:
                 probes.append(probe)

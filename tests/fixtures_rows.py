@@ -28,7 +28,12 @@ def _h64(text: str) -> str:
 WARP_VERSION = "1.19.0"
 GENERATOR_VERSION = "1"
 ARCH = 86
-PREAMBLE = '#define WP_TILE_BLOCK_DIM 256\n#include "builtin.h"\n\n// avoid namespacing of float type for casting to float type, this is to avoid wp::float(x), which is not valid in C++\n#define float(x) cast_float(x)\n'
+PREAMBLE = (
+    '#define WP_TILE_BLOCK_DIM 256\n#include "builtin.h"\n\n'
+    "// avoid namespacing of float type for casting to float type, this is to avoid wp::float(x), "
+    "which is not valid in C++\n"
+    "#define float(x) cast_float(x)\n"
+)
 PREAMBLE_HASH = _h64(PREAMBLE)
 
 # (category, Warp op, NumPy-ish description, difficulty, uses a device function)

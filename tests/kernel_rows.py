@@ -48,7 +48,13 @@ def chain(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
         """import warp as wp
 
 @wp.kernel
-def geometry(v: wp.array(dtype=wp.vec3), a: wp.array(dtype=wp.float32), m: wp.array(dtype=wp.mat33), q_out: wp.array(dtype=wp.quat), out: wp.array(dtype=wp.vec3)):
+def geometry(
+    v: wp.array(dtype=wp.vec3),
+    a: wp.array(dtype=wp.float32),
+    m: wp.array(dtype=wp.mat33),
+    q_out: wp.array(dtype=wp.quat),
+    out: wp.array(dtype=wp.vec3),
+):
     i = wp.tid()
     axis = wp.normalize(v[i] + wp.vec3(0.1, 0.2, 0.3))
     q = wp.quat_from_axis_angle(axis, a[i])

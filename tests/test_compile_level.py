@@ -134,7 +134,8 @@ def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
     )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
-        "error: the front-end compile check needs NVIDIA's NVRTC 13.4.92, the one Warp bundles: pip install nvidia-cuda-nvrtc==13.4.92 (found 13.5.37)"
+        "error: the front-end compile check needs NVIDIA's NVRTC 13.4.92, the one Warp bundles: pip install "
+        "nvidia-cuda-nvrtc==13.4.92 (found 13.5.37)"
     ]
     assert not out.exists()
     # --compile ptx does not need it

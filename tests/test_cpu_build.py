@@ -56,7 +56,9 @@ def test_optimization_level_0_records_what_warps_default_level_records(monkeypat
         runs = execute.execute_specs(specs)
         assert all(r.ok for r in runs), [(r.reason, r.detail) for r in runs if not r.ok]
         checks = gradcheck.check_gradients(specs, runs)
-        return [execute.test_vectors(s, r).to_json() for s, r in zip(specs, runs, strict=False)], [c.to_row() for c in checks]
+        return [execute.test_vectors(s, r).to_json() for s, r in zip(specs, runs, strict=False)], [
+            c.to_row() for c in checks
+        ]
 
     at_0 = record()
     monkeypatch.setattr(execute, "CPU_OPT_LEVEL", 2)

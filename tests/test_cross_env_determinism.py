@@ -38,7 +38,8 @@ from cudagen_data.pipeline.producer import produce
 out, where = sys.argv[1], sys.argv[2]
 with open(where, "wb") as f:
     f.write(orjson.dumps({"warp": warp.__file__, "cudagen_data": cudagen_data.__file__}))
-produce(ProduceConfig(count=10, categories=tuple(sys.argv[3].split(",")), seed=int(sys.argv[4]), batch_size=20), out, workers=0, progress=False)
+config = ProduceConfig(count=10, categories=tuple(sys.argv[3].split(",")), seed=int(sys.argv[4]), batch_size=20)
+produce(config, out, workers=0, progress=False)
 """
 
 

@@ -85,7 +85,11 @@ def mm(a: wp.array2d(dtype=float), b: wp.array2d(dtype=float), y: wp.array2d(dty
     bi, bj = wp.tid()
     acc = wp.tile_zeros(shape=(TM, TM), dtype=float)
     for kk in range(8 // TM):
-        wp.tile_matmul(wp.tile_load(a, shape=(TM, TM), offset=(bi * TM, kk * TM)), wp.tile_load(b, shape=(TM, TM), offset=(kk * TM, bj * TM)), acc)
+        wp.tile_matmul(
+            wp.tile_load(a, shape=(TM, TM), offset=(bi * TM, kk * TM)),
+            wp.tile_load(b, shape=(TM, TM), offset=(kk * TM, bj * TM)),
+            acc,
+        )
 """
     args = (arr("a", (8, 8)), arr("b", (8, 8)), arr("y", (8, 8), "out"))
     linear = head + "    wp.tile_store(y, acc, offset=(bi * TM, bj * TM))\n"

@@ -173,8 +173,17 @@ def test_every_mutant_fails_at_its_stage_and_the_rows_own_cuda_passes(rows, data
             # without a GPU, run-stage mutants get as far as compile
             expected.append((m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage]))
     kinds = {k for k, _ in expected}
-    assert {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel", "stale_global",
-            "memorized_outputs", "timer_read", "undefined_call"} <= kinds  # fmt: skip
+    assert {
+        "operator_swapped",
+        "index_off_by_one",
+        "bounds_check_dropped",
+        "writes_zeros",
+        "foreign_kernel",
+        "stale_global",
+        "memorized_outputs",
+        "timer_read",
+        "undefined_call",
+    } <= kinds
     scores = scorer.score_many(pairs, preambles)
     assert [(k, s.reached) for (k, _), s in zip(expected, scores, strict=False)] == expected
     original = scores[0]

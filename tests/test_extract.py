@@ -140,7 +140,8 @@ def test_same_source_gives_same_cuda_regardless_of_history():
     first = extract_kernels(FEATURES_SOURCE)
     # defining other helpers in between must not shift Warp's function-name counters
     extract_kernels(
-        "import warp as wp\n@wp.func\ndef kinetic(x: float):\n    return x\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    a[0] = kinetic(1.0)\n"
+        "import warp as wp\n@wp.func\ndef kinetic(x: float):\n    return x\n@wp.kernel\ndef k(a: "
+        "wp.array(dtype=float)):\n    a[0] = kinetic(1.0)\n"
     )
     again = extract_kernels(FEATURES_SOURCE)
     assert first == again
@@ -211,7 +212,8 @@ def test_compile_failure_captures_nvrtc_log(kernels):
 def test_bisection_isolates_one_bad_kernel_in_fifty():
     srcs = [
         f"import warp as wp\n@wp.func\ndef helper(x: float):\n    return x * {i}.0 + 1.0\n"
-        f"@wp.kernel\ndef k{i}(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = helper(a[i]) + wp.cos(float({i}))\n"
+        f"@wp.kernel\ndef k{i}(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = helper(a[i]) + "
+        f"wp.cos(float({i}))\n"
         for i in range(50)
     ]
     batch = [extract_kernels(s)[0] for s in srcs]

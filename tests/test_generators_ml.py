@@ -82,7 +82,9 @@ def test_generated_kernels_compile_with_nvrtc(pipeline_specs):
         assert kernel.forward and kernel.backward, s.kernel_name
         extracted.append(kernel)
     results = compile_units(extracted)
-    failed = [(s.category, s.kernel_name, r.log[:200]) for s, r in zip(pipeline_specs, results, strict=False) if not r.ok]
+    failed = [
+        (s.category, s.kernel_name, r.log[:200]) for s, r in zip(pipeline_specs, results, strict=False) if not r.ok
+    ]
     assert not failed
 
 

@@ -219,9 +219,14 @@ def test_normalize_rewrites_location_comments_only():
     from cudagen_data.warp_boundary import paths as source_paths
 
     warp_dir = source_paths.warp_package_dir()
-    text = f'// {warp_dir}/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}}\n#line 7 "{warp_dir}/_src/math.py"\n'
+    text = (
+        f"// {warp_dir}/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n"
+        "{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}\n"
+        f'#line 7 "{warp_dir}/_src/math.py"\n'
+    )
     assert source_paths.normalize_generated_text(text) == (
-        '// warp/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{\n    // x = a / b   <L 3>\n    return 1.0f / 2.0f;\n}\n#line 7 "warp/_src/math.py"\n'
+        "// warp/_src/math.py:0\nstatic CUDA_CALLABLE float f()\n{\n    // x = a / b   <L 3>\n    return 1.0f / "
+        '2.0f;\n}\n#line 7 "warp/_src/math.py"\n'
     )
 
 
@@ -265,7 +270,10 @@ def test_a_users_own_function_file_is_named_from_the_root_given(tmp_path, monkey
     (pkg / "__init__.py").write_text("")
     (pkg / "helpers.py").write_text("import warp as wp\n\n\n@wp.func\ndef twice(x: float):\n    return 2.0 * x\n")
     monkeypatch.syspath_prepend(str(tmp_path / "repo" / "src"))
-    source = "import warp as wp\nfrom userpkg.helpers import twice\n\n\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = twice(a[i])\n"
+    source = (
+        "import warp as wp\nfrom userpkg.helpers import twice\n\n\n"
+        "@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = twice(a[i])\n"
+    )
     try:
         with_root = extract_source(source, root=str(tmp_path / "repo")).kernels[0].device_functions
         without = extract_source(source).kernels[0].device_functions

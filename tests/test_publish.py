@@ -332,7 +332,8 @@ def test_export_chat(folder, tmp_path):
             assert answer.index("cuda_kernel_forward") < answer.index("cuda_kernel_backward")
             assert "backward (adjoint) kernel" in user["content"]
         else:
-            # a forward-only row: the prompt (outside the source, which says enable_backward: False) asks for no backward
+            # a forward-only row: the prompt (outside the source, which says enable_backward: False)
+            # asks for no backward
             prompt = user["content"].replace(f"```python\n{row['python_source'].rstrip()}\n```", "")
             assert "cuda_kernel_backward" not in answer and "backward" not in prompt
         if row["device_functions"]:

@@ -85,7 +85,10 @@ def test_no_jsonl_writes_the_same_shards_and_the_tools_read_them(reference, tmp_
     for f in manifest["files"]:
         if f["path"].endswith(".parquet"):
             assert f["path"] in res.stdout
-    script = "import sys, datasets\nd = datasets.load_dataset(sys.argv[1], cache_dir=sys.argv[2])\nprint({k: v.num_rows for k, v in d.items()})\n"
+    script = (
+        "import sys, datasets\nd = datasets.load_dataset(sys.argv[1], cache_dir=sys.argv[2])\n"
+        "print({k: v.num_rows for k, v in d.items()})\n"
+    )
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     res = subprocess.run(
         [sys.executable, "-c", script, str(out), str(tmp_path / "cache")], capture_output=True, text=True, env=env

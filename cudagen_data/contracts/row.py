@@ -107,7 +107,8 @@ class Row:
     category: str = column(pa.string(), "Generator category the kernel came from.")
     python_source: str = column(
         pa.string(),
-        "The complete Python module: `import warp as wp`, any `@wp.func` / `@wp.struct` it uses, and the `@wp.kernel`. It runs as is.",
+        "The complete Python module: `import warp as wp`, any `@wp.func` / `@wp.struct` it uses, and the "
+        "`@wp.kernel`. It runs as is.",
     )
     cuda_forward: str = column(pa.string(), 'The forward `extern "C" __global__` function, exactly as Warp emitted it.')
     cuda_backward: str = column(
@@ -124,7 +125,8 @@ class Row:
     )
     device_functions: str = column(
         pa.string(),
-        "CUDA of the `@wp.func` device functions the kernel calls (their forward and adjoint versions) as Warp emitted them; empty if none.",
+        "CUDA of the `@wp.func` device functions the kernel calls (their forward and adjoint versions) as Warp "
+        "emitted them; empty if none.",
     )
     preamble_hash: str = column(
         pa.string(),
@@ -143,7 +145,8 @@ class Row:
     )
     test_vectors: str = column(
         pa.string(),
-        "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with `--fast`.",
+        "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with "
+        "`--fast`.",
     )
     python_hash: str = column(
         pa.string(),

@@ -88,7 +88,8 @@ class DatasetFolder:
             raise DatasetError(f"{p}: unreadable run state ({exc}); use --overwrite to start over") from None
         if data.get("format") != STATE_FORMAT:
             raise DatasetError(
-                f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use --overwrite to start over"
+                f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use "
+                "--overwrite to start over"
             )
         return state
 
@@ -114,7 +115,8 @@ class DatasetFolder:
             size = p.stat().st_size if p.exists() else 0
             if size < committed:
                 raise DatasetError(
-                    f"{p}: shorter than its committed size ({size} < {committed} bytes); data was lost outside this tool; use --overwrite to start over"
+                    f"{p}: shorter than its committed size ({size} < {committed} bytes); data was lost outside this "
+                    "tool; use --overwrite to start over"
                 )
             if size > committed:
                 notes.append(f"{rel}: dropped {size - committed} uncommitted bytes (torn or unfinished batch)")

@@ -233,7 +233,8 @@ def check_gradient_declaration(row: dict) -> list[str]:
 
         if (status == "forward_only") != (not row["cuda_backward"]) or status not in MINED_STATUSES:
             return [
-                f"gradient_check.status {status!r} does not fit a mined kernel with{'out' if not row['cuda_backward'] else ''} a backward"
+                f"gradient_check.status {status!r} does not fit a mined kernel "
+                f"with{'out' if not row['cuda_backward'] else ''} a backward"
             ]
         return []
     declared = forward_only_reason(row["python_source"])
@@ -393,7 +394,7 @@ def check_rows(
             fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
             continue
         _compare_with_recorded(
-            lambda m: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol
+            lambda m, i=i: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol
         )
     # The gradient check again, from scratch, where the row says its backward is verified.
     verified = [
@@ -448,7 +449,7 @@ def _rerun_real(
             continue
         _, outputs, _, in_grads = recorded_run(row)
         _compare_with_recorded(
-            lambda m: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol
+            lambda m, i=i: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol
         )
         recorded_status = row["gradient_check"]["status"]
         if rerun.gradient_check is not None:

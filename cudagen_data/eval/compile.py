@@ -176,7 +176,7 @@ def _attribute(log: str, ranges: list[tuple[int, int]], units: list[Unit]) -> di
             return {}
         slot = slots.pop()
         offset = ranges[slot][0] - (_lines(units[slot].preamble) + 2)
-        owned.setdefault(slot, []).append(_LOG_LINE.sub(lambda m: _renumber(m, offset), block))
+        owned.setdefault(slot, []).append(_LOG_LINE.sub(lambda m, offset=offset: _renumber(m, offset), block))
     return {s: "\n".join(b) for s, b in owned.items()}
 
 

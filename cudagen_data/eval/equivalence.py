@@ -115,8 +115,13 @@ def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
         {"row": row, "kind": mutant.kind, "forward": mutant.forward, "stage": mutant.stage, "seed": seed}
     )
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=payload, capture_output=True, timeout=VERDICT_TIMEOUT,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", __name__],
+            input=payload,
+            capture_output=True,
+            timeout=VERDICT_TIMEOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     except subprocess.TimeoutExpired:
         return Verdict("unknown", f"no verdict within {VERDICT_TIMEOUT:.0f} s")
     lines = done.stdout.decode(errors="replace").strip().splitlines()

@@ -180,7 +180,8 @@ def stale_global(forward: str) -> str | None:
     counter = "cudagen_launches"
     return (
         f"__device__ int {counter} = 0;\n\n" + forward[: brace + 1]
-        + f"\n    if (atomicAdd(&{counter}, 1) >= (int)(gridDim.x * blockDim.x)) return;  // reuse the last launch's results"
+        + f"\n    if (atomicAdd(&{counter}, 1) >= (int)(gridDim.x * blockDim.x)) return;"
+        + "  // reuse the last launch's results"
         + forward[brace + 1 :]
     )  # fmt: skip
 

@@ -152,7 +152,8 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
     a = t["all"]
     n = len(rep.results)
     lines = [
-        f"cudagen eval: {n} candidates for {a.get('rows', 0)} rows of {rep.dataset} (split {rep.split}) on {rep.scorer['device']}",
+        f"cudagen eval: {n} candidates for {a.get('rows', 0)} rows of {rep.dataset} (split {rep.split}) on "
+        f"{rep.scorer['device']}",
         f"  compile: {rep.scorer['front_end']}; then {rep.scorer['full_compile']}",
         f"  fresh inputs drawn with seed {rep.scorer['fresh_input_seed']} (secret until this report)",
     ]
@@ -170,7 +171,8 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
         if not m.get("rows"):
             return
         lines.append(
-            f"  {label:<22}{m['rows']:>6}{m['candidates']:>7}{_pct(m.get('structure@1')):>10}{_pct(m.get('compile@1')):>10}"
+            "  "
+            f"{label:<22}{m['rows']:>6}{m['candidates']:>7}{_pct(m.get('structure@1')):>10}{_pct(m.get('compile@1')):>10}"
             f"{_pct(m.get('correct@1')):>10}" + "".join(f"{_pct(m.get(f'pass@{k}')):>9}" for k in ks)
         )
 

@@ -73,7 +73,7 @@ def substituted_module(row: dict, forward: str, backward: str | None):
 
 def _guarded_build(build):
     """Run a build step; CandidateBuildFailed with the error and the compiler's first error line."""
-    error, log, result = None, [], None
+    error, result = None, None
     with warp_boundary.captured_stderr() as log:
         try:
             result = build()
@@ -177,8 +177,16 @@ def guards_intact(buf_np: np.ndarray, g: int, expected: np.ndarray) -> bool:
     return bool(np.all(_bits(guards) == _bits(np.asarray(expected, dtype=guards.dtype).reshape(1))))
 
 
-def run_guarded(spec: KernelSpec, kernel, device: str, inputs: dict, output_grads: dict, backward: bool, fill: str = "nan",
-                guard_elements: int = GUARD_ELEMENTS) -> Measured:  # fmt: skip
+def run_guarded(
+    spec: KernelSpec,
+    kernel,
+    device: str,
+    inputs: dict,
+    output_grads: dict,
+    backward: bool,
+    fill: str = "nan",
+    guard_elements: int = GUARD_ELEMENTS,
+) -> Measured:
     """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any violations."""
     wp = warp_boundary.warp()
     out = Measured()

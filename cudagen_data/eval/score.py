@@ -140,9 +140,14 @@ class Scorer:
         return self.device.startswith("cuda")
 
     def describe(self) -> dict:
-        return {"device": self.device, "front_end": self.front_end_name,
-                "full_compile": ("GPU build (Warp, for the device)" if self.gpu else FULL_NAME if self.full_compile else "skipped"),
-                "fresh_input_seed": self.seed}  # fmt: skip
+        return {
+            "device": self.device,
+            "front_end": self.front_end_name,
+            "full_compile": (
+                "GPU build (Warp, for the device)" if self.gpu else FULL_NAME if self.full_compile else "skipped"
+            ),
+            "fresh_input_seed": self.seed,
+        }
 
     def __enter__(self) -> Scorer:
         return self

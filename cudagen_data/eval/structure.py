@@ -24,8 +24,22 @@ from dataclasses import dataclass
 from ..canonical import text_hash
 from .cuda_parse import Function, ParseError, Token, function, tokenize, top_level_items
 
-TIMERS = frozenset({"clock", "clock64", "__clock", "__clock64", "globaltimer", "__globaltimer", "__builtin_readcyclecounter",
-                    "__rdtsc", "__rdtscp", "__nanosleep", "cudaEventRecord", "cudaEventElapsedTime"})  # fmt: skip
+TIMERS = frozenset(
+    {
+        "clock",
+        "clock64",
+        "__clock",
+        "__clock64",
+        "globaltimer",
+        "__globaltimer",
+        "__builtin_readcyclecounter",
+        "__rdtsc",
+        "__rdtscp",
+        "__nanosleep",
+        "cudaEventRecord",
+        "cudaEventElapsedTime",
+    }
+)
 ASM = frozenset({"asm", "__asm", "__asm__"})
 HEAP = frozenset({"malloc", "free", "new", "delete", "__nv_aligned_device_malloc", "cudaMalloc"})
 DEVICE_QUALIFIERS = frozenset({"__device__", "CUDA_CALLABLE", "CUDA_CALLABLE_DEVICE"})

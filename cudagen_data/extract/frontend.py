@@ -179,13 +179,17 @@ def required_version() -> str:
     if version is None:
         known = ", ".join(f"warp-lang {w} (NVRTC {v})" for w, v in WARP_NVRTC_VERSIONS.items())
         raise NvrtcUnavailable(
-            f"warp-lang {warp_version}: its NVRTC version is not known to this check (known: {known}); use --compile ptx"
+            f"warp-lang {warp_version}: its NVRTC version is not known to this check (known: {known}); use --compile "
+            "ptx"
         )
     return version
 
 
 def _need(version: str) -> str:
-    return f"the front-end compile check needs NVIDIA's NVRTC {version}, the one Warp bundles: pip install {NVRTC_PACKAGE}=={version}"
+    return (
+        f"the front-end compile check needs NVIDIA's NVRTC {version}, the one Warp bundles: "
+        f"pip install {NVRTC_PACKAGE}=={version}"
+    )
 
 
 def _library_dir() -> str:

@@ -167,12 +167,14 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     lines = [f"GPU validation of {report.path}"]
     if report.device == "cpu":
         lines.append(
-            f"  DRY RUN on the CPU (Warp {env.get('warp', '?')}): CUDA compiled to PTX and text-checked, not run; kernels ran on Warp's CPU backend"
+            f"  DRY RUN on the CPU (Warp {env.get('warp', '?')}): CUDA compiled to PTX and text-checked, not run; "
+            "kernels ran on Warp's CPU backend"
         )
     else:
         lines.append(
             f"  device: {report.device} ({env.get('device_name', '?')}, sm_{env.get('device_arch', '?')}); "
-            f"Warp {env.get('warp', '?')}, CUDA driver {env.get('cuda_driver', '?')}, toolkit {env.get('cuda_toolkit', '?')}"
+            f"Warp {env.get('warp', '?')}, CUDA driver {env.get('cuda_driver', '?')}, toolkit "
+            f"{env.get('cuda_toolkit', '?')}"
         )
     cats = report.by_category()
     width = max([len(c) for c in cats] + [8])
@@ -184,7 +186,8 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     d = report.to_dict()
     lines.append(f"  CUDA regenerated from python_source: {_counts(d['cuda_text']['regenerated'])}")
     lines.append(
-        f"  CUDA compiled for the run vs recorded: {_counts(d['cuda_text']['compiled'])}; builds: {_counts(d['cuda_text']['builds'])}"
+        f"  CUDA compiled for the run vs recorded: {_counts(d['cuda_text']['compiled'])}; builds: "
+        f"{_counts(d['cuda_text']['builds'])}"
     )
     lines.append(f"  tolerance used (loosest per row): {_counts(d['tolerance']['rows_by_kind'])}")
     for why, n in list(report.twin_unavailable().items())[:4]:
@@ -194,7 +197,8 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
         lines.append("  closest to tolerance (ratio = error / tolerance; > 1 fails):")
         for r, a in worst:
             lines.append(
-                f"    {r.row_id[:16]} {r.category}/{r.kernel_name} {a.kind} {a.array!r}: abs {a.max_abs:.3g}, rel {a.max_rel:.3g}, ratio {a.ratio:.3g} ({a.tolerance})"
+                f"    {r.row_id[:16]} {r.category}/{r.kernel_name} {a.kind} {a.array!r}: abs {a.max_abs:.3g}, rel "
+                f"{a.max_rel:.3g}, ratio {a.ratio:.3g} ({a.tolerance})"
             )
     fails = d["failures"]
     for f in fails[:limit]:
@@ -204,15 +208,18 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     if report.drifted:
         versions = Counter(r.warp_version for r in report.drifted)
         lines.append(
-            f"  DRIFT {len(report.drifted)} rows: made with Warp {', '.join(versions)}, CUDA text differs under Warp {env.get('warp', '?')} (not a failure)"
+            f"  DRIFT {len(report.drifted)} rows: made with Warp {', '.join(versions)}, CUDA text differs under Warp "
+            f"{env.get('warp', '?')} (not a failure)"
         )
     if report.worker_restarts:
         lines.append(
-            f"  worker processes restarted after a crash or a lost CUDA context: {report.worker_restarts} (the rows at fault are reported)"
+            f"  worker processes restarted after a crash or a lost CUDA context: {report.worker_restarts} (the rows "
+            "at fault are reported)"
         )
     rate = f", {len(report.rows) / report.seconds:.1f} rows/s" if report.seconds else ""
     lines.append(
-        f"  time: {report.seconds:.1f} s for {len(report.rows)} rows on {report.jobs or 1} worker(s){rate}; ran {report.ran}"
+        f"  time: {report.seconds:.1f} s for {len(report.rows)} rows on {report.jobs or 1} worker(s){rate}; ran "
+        f"{report.ran}"
     )
     verdict = "OK" if report.ok else "FAILED"
     if report.ok and report.drifted:
@@ -222,7 +229,8 @@ def format_gpu_report(report: GpuReport, limit: int = 15) -> str:
     elif report.ran == 0 and not report.failed:
         verdict = "FAILED: no row had test vectors to run"
     lines.append(
-        f"{verdict}: {len(report.rows) - len(report.failed)}/{len(report.rows)} rows passed, {len(report.failed)} failed, {len(report.drifted)} drift"
+        f"{verdict}: {len(report.rows) - len(report.failed)}/{len(report.rows)} rows passed, {len(report.failed)} "
+        f"failed, {len(report.drifted)} drift"
     )
     return "\n".join(lines)
 

@@ -335,6 +335,7 @@ def checked_twin(spec: KernelSpec) -> KernelSpec:
             lines = [ln.strip().lstrip(";") for ln in text.splitlines() if ln.strip()]
             where = re.findall(r'Error while parsing function "(\w+)"', text)
             raise TwinUnavailable(
-                f"Warp rejects the float64 rewrite{f' (in {where[-1]})' if where else ''}: {lines[-1] if lines else type(exc).__name__}"
+                f"Warp rejects the float64 rewrite{f' (in {where[-1]})' if where else ''}: "
+                f"{lines[-1] if lines else type(exc).__name__}"
             ) from None
     return twin

@@ -15,6 +15,8 @@ from .pool import FileResult, Options, mine_files
 from .rows import build_rows
 from .worker import Reject
 
+DEFAULT_OPTIONS = Options()  # frozen: one shared default is safe
+
 
 @dataclass
 class MineResult:
@@ -29,7 +31,7 @@ def mine_paths(
     paths: list[str | os.PathLike] | None,
     *,
     workers: int = 2,
-    options: Options = Options(),
+    options: Options = DEFAULT_OPTIONS,
     synthetic_shapes: set[str] | None = None,
     ratios=None,
     progress=None,
@@ -49,7 +51,7 @@ def mine_sources(
     files: list[SourceFile],
     *,
     workers: int = 2,
-    options: Options = Options(),
+    options: Options = DEFAULT_OPTIONS,
     synthetic_shapes: set[str] | None = None,
     ratios=None,
     progress=None,
@@ -186,7 +188,8 @@ def format_summary(stats: dict, output, rejects_file: str) -> str:
     lines = [
         f"{stats['files']} files, {stats['kernel_definitions']} kernel definitions, "
         f"{stats['kernels_generated']} kernels generated (overloads count one each)",
-        f"compile check ({', '.join(stats.get('compile_levels') or {}) or 'none'}): {stats['compile_passed']}/{stats['compile_checked']} passed",
+        f"compile check ({', '.join(stats.get('compile_levels') or {}) or 'none'}): "
+        f"{stats['compile_passed']}/{stats['compile_checked']} passed",
         f"rows: {stats['rows']} ({', '.join(f'{k} {v}' for k, v in stats['by_split'].items())}), "
         f"executed with test vectors: {stats['executed']}",
         f"gradient check: {', '.join(f'{k} {v}' for k, v in stats.get('gradient_check', {}).items()) or 'none'}",

@@ -217,7 +217,8 @@ def prepare_file(
             kernels.append(MinedKernel(
                 relpath=src.relpath, package=src.package, line=f.line, qualname=f.qualname,
                 kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
-                preamble=ext.preamble, device_functions=ext.device_functions, forward=ext.forward, backward=ext.backward,
+                preamble=ext.preamble, device_functions=ext.device_functions, forward=ext.forward,
+                backward=ext.backward,
                 generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty(CATEGORY, kernel_tree, feats),
                 arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
                 launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,

@@ -48,7 +48,8 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
     if state is None:
         if folder.has_outputs():
             raise ProduceError(
-                f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose another --output"
+                f"{folder.root}: holds dataset files but no run state; use --overwrite to start over, or choose "
+                "another --output"
             )
         state = RunState(
             fingerprint=fp,
@@ -59,13 +60,15 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
         return state, False, folder.start(state)
     if state.fingerprint != fp:
         raise ProduceError(
-            f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this run is ({_describe(fp)}); use --overwrite to start over, or choose another --output"
+            f"{folder.root}: was made with another configuration or version ({_describe(state.fingerprint)}); this "
+            f"run is ({_describe(fp)}); use --overwrite to start over, or choose another --output"
         )
     try:
         RunStats.from_json(state.tally)
     except (KeyError, TypeError):
         raise ProduceError(
-            f"{folder.root}: its run state was written by an older cudagen-data (no stage counters); use --overwrite to start over"
+            f"{folder.root}: its run state was written by an older cudagen-data (no stage counters); use --overwrite "
+            "to start over"
         ) from None
     return state, True, ([] if state.complete else folder.start(state))
 
@@ -85,7 +88,12 @@ def check_compiler(config: ProduceConfig) -> None:
 def _describe(fp: str) -> str:
     d = orjson.loads(fp)
     c = d["config"]
-    return f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} compile={c.get('compile_level', 'ptx')} fast={c['fast']} batch_size={c['batch_size']} jsonl={c.get('jsonl', True)} shard_rows={c.get('shard_rows')} warp={d['versions']['warp']} generator={d['versions']['generator']}"
+    return (
+        f"count={c['count']} seed={c['seed']} categories={','.join(c['categories'])} arch={c['arch']} "
+        f"compile={c.get('compile_level', 'ptx')} fast={c['fast']} batch_size={c['batch_size']} "
+        f"jsonl={c.get('jsonl', True)} shard_rows={c.get('shard_rows')} "
+        f"warp={d['versions']['warp']} generator={d['versions']['generator']}"
+    )
 
 
 class BatchWriter:
@@ -161,7 +169,8 @@ def produce(
             if got is None:
                 short = [c for c in config.categories if not scheduler.full(c)]
                 raise ProduceError(
-                    f"categories {', '.join(short)} stopped yielding new valid kernels after {scheduler.max_batches} batches; see {store.REJECTS_FILE} for why"
+                    f"categories {', '.join(short)} stopped yielding new valid kernels after {scheduler.max_batches} "
+                    f"batches; see {store.REJECTS_FILE} for why"
                 )
             unit, part = got
             rows_by_split, rejects = consume(config, part, stats, dedup, scheduler.full)

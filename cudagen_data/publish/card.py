@@ -412,6 +412,7 @@ def _body(manifest: dict, stats: dict, schema: pa.Schema, counts: dict[str, int]
     arch_text = f"`sm_{arch}`" if isinstance(arch, int) else f"`{arch}`" if arch else "the configured architecture"
     category_list = ", ".join(f"`{c}`" for c in categories) if categories else "(none recorded)"
     first_split = next(iter(counts))
+    max_chars = (stats.get("row_length") or {}).get("max_chars", 120000)
 
     return f"""# cudagen-data
 
@@ -433,7 +434,7 @@ Every pair compiles and runs; each row carries recorded test vectors.
    so the CUDA can be checked on a GPU.
 5. **Gradient check.** The tape gradient is compared with finite differences of the forward
    (see "Verified backward"); rows whose backward disagrees are rejected. Rows longer than
-   {_fmt_int((stats.get("row_length") or {}).get("max_chars", 120000))} characters (Python + forward + backward) are rejected too.
+   {_fmt_int(max_chars)} characters (Python + forward + backward) are rejected too.
 6. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
 7. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
    test = {" / ".join(str(r) for r in ratios)}), so kernels that differ only in identifiers or

@@ -20,15 +20,22 @@ CONFIG = "real"
 PROVENANCE_DOCS = {
     "path": "The kernel's file, relative to the mined folder's parent (`warp/tests/test_x.py`); never a machine path.",
     "line": "Line of the kernel's first decorator in that file.",
-    "qualname": "Python's qualified name of the kernel function (`test_f.<locals>.k` for a kernel defined inside a function).",
+    "qualname": (
+        "Python's qualified name of the kernel function (`test_f.<locals>.k` for a kernel defined inside a function)."
+    ),
     "overload": "Warp's type signature of this overload of a generic kernel; empty for ordinary kernels.",
     "package": "Distribution the file belongs to (`warp-lang`), or empty for a user's tree.",
     "package_version": "Version of that distribution.",
     "license": "License of the file (Warp: `Apache-2.0`); empty where unknown.",
     "executed": "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.",
     "not_executed_reason": "Why not, when not (an argument type that cannot be made up, a run that crashed, ...).",
-    "gradients_checked": "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict).",
-    "order_dependent": "Outputs and input gradients left out of `test_vectors` (`outputs.x`, `input_grads.y`) because they depend on thread order: a run with the threads reversed gave other values (a GPU may too).",
+    "gradients_checked": (
+        "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict)."
+    ),
+    "order_dependent": (
+        "Outputs and input gradients left out of `test_vectors` (`outputs.x`, `input_grads.y`) because they depend "
+        "on thread order: a run with the threads reversed gave other values (a GPU may too)."
+    ),
 }
 
 
@@ -106,7 +113,8 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         "generic kernel), the CUDA Warp generates for it: forward, backward and device functions, "
         "byte for byte what Warp generates when it loads the kernel's own module. "
         "Each pair is checked with NVRTC at the level `compile.level` names (`frontend` by default: NVRTC's front "
-        "end with Warp's options; `ptx`: Warp's full compile), as the synthetic rows are; a kernel whose arguments can all be made up from their annotations "
+        "end with Warp's options; `ptx`: Warp's full compile), as the synthetic rows are; a kernel whose arguments "
+        "can all be made up from their annotations "
         "(arrays of scalars, vectors, matrices; scalars) runs on Warp's CPU backend on seeded inputs and records "
         "`test_vectors`. Beyond the synthetic rows' `arg_specs`, a mined row's may hold: a parametric `dtype` for a "
         "vector, matrix, quaternion or transform type Warp has no name for (`vector(5,float32)`, `matrix(2,2,int8)`, "
@@ -117,7 +125,8 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         "the run left unchanged has role `in`). Such kernels record no gradients. Every executed kernel is run again "
         "with its threads in reverse order: outputs and gradients that come out differently depend on thread order "
         "(a GPU may not reproduce them), are left out of `test_vectors` and named in `provenance.order_dependent`; "
-        "a kernel left with no output is not executed. `python_source` is the kernel's own definition; it needs its file to run, which "
+        "a kernel left with no output is not executed. `python_source` is the kernel's own definition; it needs its "
+        "file to run, which "
         "`provenance` names. Rows are deduplicated by the kernel's shape hash (and against the synthetic rows) "
         "and split by it, as the synthetic rows are. Comments Warp writes into device functions name files "
         "relative to the mined folder's parent, never a machine path.",

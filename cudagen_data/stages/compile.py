@@ -19,7 +19,9 @@ class CompileStage(Stage):
 
     def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         kept, rejects = [], []
-        for item, res in zip(items, compile_units([it.kernel for it in items], arch=self.arch, level=self.level), strict=False):
+        for item, res in zip(
+            items, compile_units([it.kernel for it in items], arch=self.arch, level=self.level), strict=False
+        ):
             if res.ok:
                 item.compile_ms = res.time_ms
                 kept.append(item)

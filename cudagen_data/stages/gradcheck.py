@@ -27,7 +27,9 @@ class GradientCheckStage(Stage):
         for item in todo:
             decoded = item.vectors.decoded()
             points.append(Point(decoded["inputs"], decoded["output_grads"]))
-        found = dict(zip((id(item) for item in todo), check_gradients([item.spec for item in todo], points), strict=False))
+        found = dict(
+            zip((id(item) for item in todo), check_gradients([item.spec for item in todo], points), strict=False)
+        )
         checks = [item.own_build_check or found[id(item)] for item in items]
         self.share_ms = (time.perf_counter() - t0) * 1000.0 / len(items)
         kept, rejects = [], []

@@ -94,7 +94,8 @@ def check(folder: Path) -> int:
     manifest_path = dataset / "manifest.json"
     if not manifest_path.exists():
         print(
-            f"error: {manifest_path}: not found; make it on the CPU machine (carry_dataset.py make) and carry {folder.name}/",
+            f"error: {manifest_path}: not found; make it on the CPU machine (carry_dataset.py make) and carry "
+            f"{folder.name}/",
             file=sys.stderr,
         )
         return 2

@@ -33,7 +33,8 @@ def make_dataset(output: str | Path, count: int, *, categories: tuple[str, ...] 
         if exc.name not in CARD_DEPENDENCIES or not (output / "manifest.json").exists():
             raise
         print(
-            f"note: dataset card (README.md) not written: {exc.name!r} is not installed; data, stats and manifest are complete",
+            f"note: dataset card (README.md) not written: {exc.name!r} is not installed; data, stats and manifest are "
+            "complete",
             file=sys.stderr,
         )
     return output
@@ -57,7 +58,8 @@ def main() -> int:
 
     stats = orjson.loads((out / "stats.json").read_bytes())
     print(
-        f"{stats['total_pairs']} pairs in {out} ({time.perf_counter() - t0:.1f} s); by category: {stats['by_category']}; rejects: {stats['rejects_by_reason']}"
+        f"{stats['total_pairs']} pairs in {out} ({time.perf_counter() - t0:.1f} s); by category: "
+        f"{stats['by_category']}; rejects: {stats['rejects_by_reason']}"
     )
     return 0
 

@@ -72,21 +72,38 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
             mutants.append(m)
     scores = scorer.score_many(pairs, preambles)
     passed = [k for k, (m, s) in enumerate(zip(mutants, scores, strict=False)) if m.stage == "run" and s.failed is None]
-    witness = dict(zip(passed, verdicts([(pairs[k][0], mutants[k]) for k in passed], seed=scorer.seed, workers=JOBS), strict=False))
+    witness = dict(
+        zip(passed, verdicts([(pairs[k][0], mutants[k]) for k in passed], seed=scorer.seed, workers=JOBS), strict=False)
+    )
     table = Counter((m.kind, m.stage, s.failed.name if s.failed else f"passed ({witness[k].status})")
                     for k, (m, s) in enumerate(zip(mutants, scores, strict=False)))  # fmt: skip
     print("\n".join(f"{k:24} expected {st:9} got {got:24} {n}" for (k, st, got), n in sorted(table.items())))
-    wrong = [(pairs[k][0]["id"], pairs[k][0]["kernel_name"], m.kind, m.stage, s.failed.name if s.failed else "passed",
-              s.failed.detail if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail}")
-             for k, (m, s) in enumerate(zip(mutants, scores, strict=False))
-             if (s.failed.name != m.stage if s.failed else witness.get(k, Verdict("unknown")).status != "equivalent")]  # fmt: skip
+    wrong = [
+        (
+            pairs[k][0]["id"],
+            pairs[k][0]["kernel_name"],
+            m.kind,
+            m.stage,
+            s.failed.name if s.failed else "passed",
+            s.failed.detail if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail}",
+        )
+        for k, (m, s) in enumerate(zip(mutants, scores, strict=False))
+        if (s.failed.name != m.stage if s.failed else witness.get(k, Verdict("unknown")).status != "equivalent")
+    ]
     assert not wrong, wrong
     equivalent = len(witness) - sum(v.status != "equivalent" for v in witness.values())
     run_stage = sum(m.stage == "run" for m in mutants)
     print(f"{equivalent} of {run_stage} run-stage mutants compute the same results on the judge's inputs (CPU witness)")
     assert equivalent <= 0.15 * run_stage  # the mutants stay a test of the judge
-    assert {m.kind for m in mutants} >= {"operator_swapped", "index_off_by_one", "bounds_check_dropped", "writes_zeros", "foreign_kernel",
-                                         "stale_global", "memorized_outputs"}  # fmt: skip
+    assert {m.kind for m in mutants} >= {
+        "operator_swapped",
+        "index_off_by_one",
+        "bounds_check_dropped",
+        "writes_zeros",
+        "foreign_kernel",
+        "stale_global",
+        "memorized_outputs",
+    }
     memorized = [s for m, s in zip(mutants, scores, strict=False) if m.kind == "memorized_outputs"]
     assert memorized and all(
         s.failed.detail.startswith("fresh inputs") for s in memorized
@@ -97,8 +114,12 @@ def test_a_crashing_candidate_fails_only_itself(gpu, hand_rows):
     chain, atomic = hand_rows[0], hand_rows[3]
     crash = chain["cuda_forward"].replace("wp::array_store(var_y, var_0,", "wp::array_store(var_y, var_0 + 1000000000,")
     assert crash != chain["cuda_forward"]
-    pairs = [(atomic, Candidate(atomic["id"], atomic["cuda_forward"])), (chain, Candidate(chain["id"], crash)),
-             (chain, Candidate(chain["id"], chain["cuda_forward"])), (atomic, Candidate(atomic["id"], atomic["cuda_forward"]))]  # fmt: skip
+    pairs = [
+        (atomic, Candidate(atomic["id"], atomic["cuda_forward"])),
+        (chain, Candidate(chain["id"], crash)),
+        (chain, Candidate(chain["id"], chain["cuda_forward"])),
+        (atomic, Candidate(atomic["id"], atomic["cuda_forward"])),
+    ]
     with Scorer(gpu, workers=1) as s:
         first, broken, after, last = s.score_many(pairs)
     assert broken.failed.name == "run", broken.stages

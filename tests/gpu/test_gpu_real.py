@@ -70,7 +70,8 @@ def test_mined_rows_pass_on_the_gpu(mined_folder, cuda_device, tmp_path):
     executed = sum(r["provenance"]["executed"] for r in result.rows)
     dropped = sum(bool(r["provenance"]["order_dependent"]) for r in result.rows)
     print(
-        f"mined rows: {len(result.rows)}, executed: {executed}, executed with order-dependent outputs left out: {dropped}, "
+        f"mined rows: {len(result.rows)}, executed: {executed}, executed with order-dependent outputs left out: "
+        f"{dropped}, "
         f"not executed by reason: {result.stats['not_executed_by_reason']}"
     )
     assert executed > 0 and report.ran == executed

@@ -131,7 +131,7 @@ def _loops(rng, names, ft, causal, strategy):
                 code(f"{sv} = {ft.lit(MASK)}")
 
     j = names("j", "kj", "key_idx", "s")
-    m, l = names("m", "row_max", "mx"), names("l", "denom", "sum_exp", "z")
+    m, denom = names("m", "row_max", "mx"), names("l", "denom", "sum_exp", "z")
     sc, sc0 = names("sc", "score_ij", "logit"), names("s0", "first", "score0")
     if strategy in ("two_pass", "online"):
         d = names("d", "feat", "col", "dv")
@@ -145,14 +145,14 @@ def _loops(rng, names, ft, causal, strategy):
                 score(j, sc)
                 masked(sc, j)
                 code(f"{m} = wp.max({m}, {sc})")
-            code(f"{l} = wp.exp({sc0} - {m})", f"{acc} = {l} * {qkv.v}[0, {d}]")
+            code(f"{denom} = wp.exp({sc0} - {m})", f"{acc} = {denom} * {qkv.v}[0, {d}]")
             with key_loop(j, "1"):
                 score(j, sc)
                 masked(sc, j)
                 p = names("p", "w", "pij")
-                code(f"{p} = wp.exp({sc} - {m})", f"{l} += {p}", f"{acc} += {p} * {qkv.v}[{j}, {d}]")
+                code(f"{p} = wp.exp({sc} - {m})", f"{denom} += {p}", f"{acc} += {p} * {qkv.v}[{j}, {d}]")
         else:
-            code(f"{m} = {sc0}", f"{l} = {ft.cast('1.0')}", f"{acc} = {qkv.v}[0, {d}]")
+            code(f"{m} = {sc0}", f"{denom} = {ft.cast('1.0')}", f"{acc} = {qkv.v}[0, {d}]")
             mn, corr, p = names("m_new", "mn", "new_max"), names("corr", "alpha_c", "rescale"), names("p", "w", "pij")
             with key_loop(j, "1"):
                 score(j, sc)
@@ -161,11 +161,11 @@ def _loops(rng, names, ft, causal, strategy):
                     f"{mn} = wp.max({m}, {sc})",
                     f"{corr} = wp.exp({m} - {mn})",
                     f"{p} = wp.exp({sc} - {mn})",
-                    f"{l} = {l} * {corr} + {p}",
+                    f"{denom} = {denom} * {corr} + {p}",
                     f"{acc} = {acc} * {corr} + {p} * {qkv.v}[{j}, {d}]",
                     f"{m} = {mn}",
                 )
-        code(f"{qkv.out}[{i}, {d}] = {acc} / {l}")
+        code(f"{qkv.out}[{i}, {d}] = {acc} / {denom}")
     else:  # probs: write P, then read it back for P V
         code(f"{i} = wp.tid()")
         launch = (S,)
@@ -177,13 +177,13 @@ def _loops(rng, names, ft, causal, strategy):
             score(j, sc)
             masked(sc, j)
             code(f"{m} = wp.max({m}, {sc})")
-        code(f"{l} = wp.exp({sc0} - {m})")
+        code(f"{denom} = wp.exp({sc0} - {m})")
         with key_loop(j, "1"):
             score(j, sc)
             masked(sc, j)
-            code(f"{l} += wp.exp({sc} - {m})")
+            code(f"{denom} += wp.exp({sc} - {m})")
         inv = names("inv_l", "rcp", "norm")
-        code(f"{inv} = {ft.lit(1.0)} / {l}")
+        code(f"{inv} = {ft.lit(1.0)} / {denom}")
         with loop(code, j, "0", nkv, "range"):
             score(j, sc)
             if causal:
@@ -280,26 +280,28 @@ def _tile(rng, names, ft, causal):
         funcs.append(f"@wp.func\ndef {mfn}({sv}: {ft.ann}, {r_}: int, {c_}: int, {r0}: int):\n{body}")
         rows, cols = names("rows", "ri", "row_idx"), names("cols", "ci", "col_idx")
         code(
-            f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), shape={shape})",
-            f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), shape={shape})",
+            f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), "
+            f"shape={shape})",
+            f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), "
+            f"shape={shape})",
             f"{s} = wp.tile_map({mfn}, {s}, {rows}, {cols}, wp.tile_full(shape={shape}, value={b} * {tq}, dtype=int))",
         )
-    m, e, l = names("m", "row_max", "mx"), names("e", "p_num", "ex"), names("l", "denom", "row_sum")
+    m, e, denom = names("m", "row_max", "mx"), names("e", "p_num", "ex"), names("l", "denom", "row_sum")
     code(
         f"{m} = wp.tile_reduce(wp.max, {s}, axis=1)",
         f"{e} = wp.tile_map(wp.exp, {s} - wp.tile_broadcast(wp.tile_reshape({m}, shape=({tq}, 1)), shape={shape}))",
-        f"{l} = wp.tile_sum({e}, axis=1)",
+        f"{denom} = wp.tile_sum({e}, axis=1)",
     )
     p, o = names("p", "probs_t", "attn"), names("o", "out_tile", "ctx")
     if coin(rng):
         code(
-            f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape={shape})",
+            f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape={shape})",
             f"{o} = wp.tile_matmul({p}, {tv_t})",
         )
     else:  # normalise after P V: divide the (TQ, Dv) output rows instead of the probabilities
         code(
             f"{o} = wp.tile_matmul({e}, {tv_t})",
-            f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({l}, shape=({tq}, 1)), shape=({tq}, {dv}))",
+            f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape=({tq}, {dv}))",
         )
     code(f"wp.tile_store({qkv.out}, {o}, offset=({b} * {tq}, 0))")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars)

@@ -223,7 +223,10 @@ def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     want_vals = np.take_along_axis(logits, order, 1)
     if not np.array_equal(got_vals, want_vals):  # equal values accept either expert of a tie
         bad = np.argwhere(got_vals != want_vals)[0]
-        return f"{p['idx']}: token {bad[0]} slot {bad[1]} picked expert {got_idx[tuple(bad)]}, reference {order[tuple(bad)]}"
+        return (
+            f"{p['idx']}: token {bad[0]} slot {bad[1]} picked expert {got_idx[tuple(bad)]}, "
+            f"reference {order[tuple(bad)]}"
+        )
     sel = want_vals
     e = np.exp(sel - sel[:, :1])
     gates = e / e.sum(axis=1, keepdims=True)

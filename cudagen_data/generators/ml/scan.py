@@ -221,7 +221,7 @@ def _blocked(rng, names, ft, op, mode, term):
     """Two-level scan: a thread scans its block, offset by the total of all earlier blocks."""
     R = choice(rng, [1, 2, 4] if op == "sum" else [4])  # see _dims
     B = choice(rng, [2, 4, 8])
-    L = choice(rng, [l for l in (4, 8, 16) if R * B * l <= 256])
+    L = choice(rng, [n for n in (4, 8, 16) if R * B * n <= 256])
     C = B * L
     one_d = R == 1
     ctx = _Ctx(rng, names, ft, op, term, (C,) if one_d else (R, C))
@@ -356,12 +356,14 @@ def _tile_carry(rng, names, ft, op, mode, term):
     expr = _tile_term(ctx, code, t, load(ctx.w, b) if ctx.w else None, names)
     p = names("p", "prev", "q")
     carry = names("carry", "offset", "before", "base")
+
     def prev_expr():
         return (
             f"wp.tile_map(wp.mul, {load(ctx.x, p)}, {load(ctx.w, p)})"
             if ctx.w  # noqa: E731
             else (f"{load(ctx.x, p)} * {ctx.alpha}" if ctx.alpha else load(ctx.x, p))
         )
+
     scalar_carry = coin(rng)
     s = names("s", "scanned", "res")
     carry_loop = choice(

@@ -168,7 +168,8 @@ def generate(rng: np.random.Generator) -> KernelSpec:
             fcode(f"return {f_arr}[{', '.join(f'wp.clamp({v}, 0, {f_arr}.shape[{a}] - 1)' for a, v in enumerate(fp))}]")
         else:
             fcode(
-                f"return {f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]"
+                "return "
+                f"{f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]"
             )
         funcs.append(f"@wp.func\ndef {sample_name}({params}):\n{fcode.text()}")
     clamp_form = choice(rng, ["clamp", "minmax"])
