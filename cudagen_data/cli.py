@@ -151,6 +151,12 @@ def produce(
         help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs).",
     ),
     shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", help="Rows per Parquet shard."),
+    resources: bool = typer.Option(
+        False,
+        "--resources",
+        help="Also build each kernel to machine code and record ptxas's registers, spills, shared and local memory "
+        "and the PTX size in the `resources` column (slower: a full compile per kernel).",
+    ),
     executor: str = typer.Option(
         "local", "--executor", help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]')."
     ),
@@ -189,6 +195,7 @@ def produce(
             compile_level=compile_level,
             jsonl=jsonl,
             shard_rows=shard_rows,
+            resources=resources,
         )
         _check_arch(arch)
     except ValueError as exc:

@@ -201,6 +201,7 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
                 "worst_rel_error": 0.0,
             }
         ),
+        "resources": None,
     }
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2  # bump when a column is added, removed or changes meaning
+SCHEMA_VERSION = 3  # bump when a column is added, removed or changes meaning
 
 
-def column(arrow_type: pa.DataType, doc: str):
+def column(arrow_type: pa.DataType, doc: str, **kwargs):
     """A dataclass field that is a dataset column: its Arrow type and its meaning."""
-    return field(metadata={"arrow": arrow_type, "doc": doc})
+    return field(metadata={"arrow": arrow_type, "doc": doc}, **kwargs)
 
 
 def arrow_struct(cls) -> pa.StructType:
@@ -96,6 +96,46 @@ class GradientCheckInfo:
 
 
 @dataclass
+class ResourceInfo:
+    """What NVIDIA's compiler reports when it builds the row's kernels to machine code
+    (``cudagen produce --resources``; extract/resources.py)."""
+
+    arch: int = column(pa.int32(), "Real architecture the kernels were built for (`sm_{arch}` CUBIN; the row's arch).")
+    ptx_bytes: int = column(
+        pa.int64(), "Bytes of PTX NVRTC emits for the row's translation unit (forward, backward, device functions)."
+    )
+    forward_registers: int = column(pa.int32(), "Registers per thread of the forward (ptxas: `Used N registers`).")
+    forward_spill_store_bytes: int = column(pa.int32(), "Bytes of register spill stores in the forward (ptxas).")
+    forward_spill_load_bytes: int = column(pa.int32(), "Bytes of register spill loads in the forward (ptxas).")
+    forward_shared_bytes: int = column(pa.int32(), "Static shared memory of the forward, in bytes (ptxas: `smem`).")
+    forward_local_bytes: int = column(
+        pa.int32(), "Local memory (stack frame) per thread of the forward, in bytes (ptxas: `stack frame`)."
+    )
+    backward_registers: int | None = column(
+        pa.int32(), "Registers per thread of the backward; null when the row has no backward."
+    )
+    backward_spill_store_bytes: int | None = column(pa.int32(), "Bytes of register spill stores in the backward.")
+    backward_spill_load_bytes: int | None = column(pa.int32(), "Bytes of register spill loads in the backward.")
+    backward_shared_bytes: int | None = column(pa.int32(), "Static shared memory of the backward, in bytes.")
+    backward_local_bytes: int | None = column(
+        pa.int32(), "Local memory (stack frame) per thread of the backward, in bytes."
+    )
+
+    @property
+    def spills(self) -> bool:
+        """Whether either kernel spills registers to local memory."""
+        return any(
+            v
+            for v in (
+                self.forward_spill_store_bytes,
+                self.forward_spill_load_bytes,
+                self.backward_spill_store_bytes,
+                self.backward_spill_load_bytes,
+            )
+        )
+
+
+@dataclass
 class Row:
     """One published pair."""
 
@@ -165,6 +205,12 @@ class Row:
         arrow_struct(GradientCheckInfo),
         'What was verified about the backward (struct, fields below; see "Verified backward").',
     )
+    resources: ResourceInfo | None = column(
+        arrow_struct(ResourceInfo),
+        "What NVIDIA's compiler (NVRTC + ptxas, Warp's options, `-Xptxas -v`) reports building the kernels to "
+        "machine code for the row's arch (struct, fields below); null unless made with `cudagen produce --resources`.",
+        default=None,
+    )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -177,6 +223,7 @@ class Row:
                 "metadata": Metadata(**d["metadata"]),
                 "compile": CompileInfo(**d["compile"]),
                 "gradient_check": GradientCheckInfo(**d["gradient_check"]),
+                "resources": ResourceInfo(**d["resources"]) if d.get("resources") else None,
             }
         )
 
@@ -188,6 +235,7 @@ SUBFIELD_DOCS = {
     "metadata": field_docs(Metadata),
     "compile": field_docs(CompileInfo),
     "gradient_check": field_docs(GradientCheckInfo),
+    "resources": field_docs(ResourceInfo),
 }
 
 # Fields that hold wall-clock timings: the only values that may differ between two runs

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .reject import RejectReason
+from .row import ResourceInfo
 
 # Stages in the order a slot passes them (dedup runs in the producer, on rows).
 WORKER_STAGES = ("generate", "extract", "compile", "execute", "gradcheck")
@@ -67,6 +68,8 @@ class RunStats:
     gradient_check: dict[str, dict[str, int]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in TIMED_STAGES})
     elapsed_seconds: float = 0.0
+    # category -> ResourceTally.to_json() of the rows with a `resources` column (--resources)
+    resources: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def new(cls, categories, splits) -> RunStats:
@@ -97,8 +100,13 @@ class RunStats:
         forward_lines: int,
         backward_lines: int,
         gradient_status: str = "unchecked",
+        resources: ResourceInfo | None = None,
     ) -> None:
         self.accepted[category] += 1
+        if resources is not None:
+            tally = ResourceTally.from_json(self.resources.get(category))
+            tally.add(resources)
+            self.resources[category] = tally.to_json()
         per_status = self.gradient_check.setdefault(category, {})
         per_status[gradient_status] = per_status.get(gradient_status, 0) + 1
         self.by_split[split] += 1
@@ -131,6 +139,17 @@ class RunStats:
             "verified_rate": round(total["verified"] / rows, 4) if rows else None,
         }
 
+    def resources_json(self) -> dict | None:
+        """Per category and in all: rows measured, median registers (forward, backward), rows
+        that spill; None when no row was measured (a run without --resources)."""
+        if not self.resources:
+            return None
+        tallies = {c: ResourceTally.from_json(d) for c, d in sorted(self.resources.items())}
+        total = ResourceTally()
+        for t in tallies.values():
+            total.merge(t)
+        return {"by_category": {c: t.summary() for c, t in tallies.items()}, "all": total.summary()}
+
     # ------------------------------------------------------------ persistence
 
     def to_json(self) -> dict:
@@ -162,9 +181,79 @@ class RunStats:
             "compile_pass_rate": None if fast else self.stages["compile"].pass_rate(),
             "execution_pass_rate": None if fast else self.stages["execute"].pass_rate(),
             "gradient_check": self.gradient_check_json(),
+            "resources": self.resources_json(),
             "stages": {name: c.to_json() for name, c in self.stages.items()},
             # timing fields: the only values that differ between two identical runs
             "generation_time_seconds": round(elapsed, 3),
             "pairs_per_second": round(total / elapsed, 2) if elapsed else None,
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
         }
+
+
+@dataclass
+class ResourceTally:
+    """Register counts as histograms (a median needs no list of every row) and spill counts."""
+
+    rows: int = 0
+    forward_registers: dict[int, int] = field(default_factory=dict)
+    backward_registers: dict[int, int] = field(default_factory=dict)
+    rows_with_spills: int = 0
+
+    def add(self, r: ResourceInfo) -> None:
+        self.rows += 1
+        self.forward_registers[r.forward_registers] = self.forward_registers.get(r.forward_registers, 0) + 1
+        if r.backward_registers is not None:
+            self.backward_registers[r.backward_registers] = self.backward_registers.get(r.backward_registers, 0) + 1
+        self.rows_with_spills += int(r.spills)
+
+    def merge(self, other: ResourceTally) -> None:
+        self.rows += other.rows
+        self.rows_with_spills += other.rows_with_spills
+        pairs = ((self.forward_registers, other.forward_registers), (self.backward_registers, other.backward_registers))
+        for mine, theirs in pairs:
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+
+    def summary(self) -> dict:
+        return {
+            "rows": self.rows,
+            "median_forward_registers": histogram_median(self.forward_registers),
+            "median_backward_registers": histogram_median(self.backward_registers),
+            "rows_with_spills": self.rows_with_spills,
+        }
+
+    def to_json(self) -> dict:
+        # JSON keys are strings; sorted so the run state is the same bytes for the same rows
+        return {
+            "rows": self.rows,
+            "forward_registers": {str(k): v for k, v in sorted(self.forward_registers.items())},
+            "backward_registers": {str(k): v for k, v in sorted(self.backward_registers.items())},
+            "rows_with_spills": self.rows_with_spills,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> ResourceTally:
+        if not d:
+            return cls()
+        return cls(
+            d["rows"],
+            {int(k): v for k, v in d["forward_registers"].items()},
+            {int(k): v for k, v in d["backward_registers"].items()},
+            d["rows_with_spills"],
+        )
+
+
+def histogram_median(counts: dict[int, int]) -> float | None:
+    """The median of the values a {value: count} histogram holds (mean of the middle two
+    for an even count); None when empty."""
+    n = sum(counts.values())
+    if n == 0:
+        return None
+    middle = []
+    seen = 0
+    for value in sorted(counts):
+        lo, seen = seen, seen + counts[value]
+        for rank in ((n - 1) // 2, n // 2):  # 0-based ranks of the middle element(s)
+            if lo <= rank < seen:
+                middle.append(value)
+    return (middle[0] + middle[1]) / 2

@@ -50,7 +50,7 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | N
         command=command if command is not None else command_line(config),
         preambles=dict(sorted(state.preambles.items())),
         files=files,
-        compiler={} if config.fast else compiler_record(config.arch, config.compile_level),
+        compiler={} if config.fast else compiler_record(config.arch, config.compile_level, config.resources),
     ).to_dict()
     store.write_json(folder.path("stats.json"), stats)
     store.write_json(folder.path("manifest.json"), manifest)

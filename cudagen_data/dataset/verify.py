@@ -8,6 +8,7 @@ compared with the recorded ones.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections import Counter, deque
@@ -27,6 +28,7 @@ from ..contracts.test_vectors import TestVectors
 from ..execution import execute_specs, forward_only_reason
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..extract.levels import COMPILE_LEVELS
+from ..extract.resources import ResourceError, measure_unit
 from ..pipeline.pool import WorkerLost, make_executor, run_isolated
 from ..spec import ArgSpec, KernelSpec
 from . import store
@@ -129,6 +131,22 @@ def check_cuda_structure(row: dict) -> list[str]:
         if row["metadata"][f"{kind}_lines"] != text.count("\n"):
             problems.append(f"metadata.{kind}_lines does not match {column}")
     return problems
+
+
+def check_resources(row: dict, preamble: str) -> list[str]:
+    """The row's ``resources`` against a fresh build of its translation unit for the arch
+    it records (ptxas is deterministic: any difference is a wrong or edited figure)."""
+    recorded = row["resources"]
+    unit = "\n".join((preamble, row["device_functions"], row["cuda_forward"], row["cuda_backward"]))
+    try:
+        fresh = dataclasses.asdict(measure_unit(unit, row["cuda_forward"], row["cuda_backward"], arch=recorded["arch"]))
+    except (ResourceError, ValueError) as exc:
+        return [f"not rebuilt: {exc}"]
+    return [
+        f"resources.{name} is {recorded.get(name)!r}, the compiler reports {value!r}"
+        for name, value in fresh.items()
+        if recorded.get(name) != value
+    ]
 
 
 def max_error_beyond(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> float | None:
@@ -360,6 +378,13 @@ def check_rows(
             reports[i].checks_run[f"nvrtc_{level}"] += 1
             if not res.ok:
                 fail(i, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
+
+    # a row with a resources column: rebuilt to machine code, ptxas must report the same figures
+    for i, row, preamble, _ in runnable:
+        if row["resources"] is not None:
+            reports[i].checks_run["resources"] += 1
+            for p in check_resources(row, preamble):
+                fail(i, "resources", p)
 
     real = [i for i, row, _, _ in runnable if row["test_vectors"] and "provenance" in row]
     if real:

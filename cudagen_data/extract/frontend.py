@@ -124,6 +124,7 @@ class _Nvrtc:
         lib.nvrtcGetProgramLogSize.argtypes = [p, ctypes.POINTER(ctypes.c_size_t)]
         lib.nvrtcGetProgramLog.argtypes = [p, ctypes.c_char_p]
         lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(p)]
+        lib.nvrtcGetPTXSize.argtypes = [p, ctypes.POINTER(ctypes.c_size_t)]
         lib.nvrtcGetErrorString.argtypes = [ctypes.c_int]
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         major, minor = ctypes.c_int(), ctypes.c_int()
@@ -138,11 +139,11 @@ class _Nvrtc:
         lib.nvrtcGetSupportedArchs(archs)
         self.supported_archs = frozenset(archs)
 
-    def options(self, arch: int) -> list[str]:
+    def options(self, arch: int, extra: Sequence[str] = (SYNTAX_ONLY,)) -> list[str]:
         if arch not in self.supported_archs:
             supported = ", ".join(str(a) for a in sorted(self.supported_archs))
             raise ValueError(f"arch {arch} is not supported by NVRTC {self.version} (supported: {supported})")
-        return warp_options(arch, include_dir=self.include_dir) + [SYNTAX_ONLY]
+        return warp_options(arch, include_dir=self.include_dir) + list(extra)
 
     def compile(self, source: str, options: Sequence[str]) -> tuple[bool, str]:
         lib = self.lib
@@ -161,6 +162,28 @@ class _Nvrtc:
             # Notes point into Warp's headers by absolute path: keep the log free of this machine.
             log = log.replace(self.include_dir + os.sep, "warp/native/")
             return False, log or lib.nvrtcGetErrorString(res).decode()
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def build(self, source: str, options: Sequence[str]) -> tuple[bool, str, int]:
+        """A compile that keeps its log on success too (ptxas's ``-v`` report is in it);
+        (ok, log, PTX bytes: 0 when it failed)."""
+        lib = self.lib
+        prog = ctypes.c_void_p()
+        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), PROGRAM_NAME.encode(), 0, None, None))
+        try:
+            opts = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+            res = lib.nvrtcCompileProgram(prog, len(options), opts)
+            size = ctypes.c_size_t()
+            self._check(lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)))
+            buf = ctypes.create_string_buffer(size.value)
+            self._check(lib.nvrtcGetProgramLog(prog, buf))
+            log = buf.value.decode("utf-8", "replace").strip().replace(self.include_dir + os.sep, "warp/native/")
+            if res != 0:
+                return False, log or lib.nvrtcGetErrorString(res).decode(), 0
+            ptx = ctypes.c_size_t()
+            self._check(lib.nvrtcGetPTXSize(prog, ctypes.byref(ptx)))
+            return True, log, ptx.value - 1  # the size counts the terminating NUL
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -218,6 +241,13 @@ def nvrtc_info(arch: int) -> NvrtcInfo:
     so a missing or mismatched NVRTC fails here, before any work)."""
     lib = _nvrtc()
     return NvrtcInfo(NVRTC_PACKAGE, lib.version, tuple(lib.options(arch)))
+
+
+def full_build(cuda_source: str, *, arch: int, extra_options: Sequence[str]) -> tuple[bool, str, int]:
+    """Compile one translation unit to machine code for ``sm_{arch}`` with Warp's options
+    plus ``extra_options`` (no front-end switch: NVVM and ptxas run); (ok, program log, PTX bytes)."""
+    lib = _nvrtc()
+    return lib.build(cuda_source, lib.options(arch, extra_options))
 
 
 def frontend_check(cuda_source: str, *, arch: int) -> tuple[bool, str]:

@@ -21,6 +21,7 @@ import functools
 
 from .. import warp_boundary
 from . import frontend
+from .resources import resource_options
 
 COMPILE_LEVELS = ("frontend", "ptx")
 DEFAULT_COMPILE_LEVEL = "frontend"
@@ -49,8 +50,9 @@ def nvrtc_version(level: str) -> str:
     return frontend.required_version()
 
 
-def compiler_record(arch: int, level: str) -> dict:
-    """Level, NVRTC version and options, for rows and manifests.
+def compiler_record(arch: int, level: str, resources: bool = False) -> dict:
+    """Level, NVRTC version and options, for rows and manifests (with ``resources``, the
+    options of the build that measured them, too).
 
     For ``frontend`` this loads the standalone NVRTC, so a missing or mismatched one
     fails here, before any work (``frontend.NvrtcUnavailable``, one line)."""
@@ -62,4 +64,7 @@ def compiler_record(arch: int, level: str) -> dict:
         version = frontend.required_version()  # the build linked into warp.so
         options = frontend.warp_options(arch, include_dir=_RECORDED_INCLUDE_DIR)
         source = "warp-lang (bundled)"
-    return {"level": level, "nvrtc_version": version, "nvrtc_from": source, "options": options}
+    record = {"level": level, "nvrtc_version": version, "nvrtc_from": source, "options": options}
+    if resources:
+        record["resources"] = {"nvrtc_from": frontend.NVRTC_PACKAGE, "options": resource_options(arch)}
+    return record

@@ -156,6 +156,7 @@ def build_rows(
                 "gradient_check": grad,
                 "warp_version": warp_version,
                 "generator_version": __version__,
+                "resources": None,  # not measured for mined kernels (produce --resources only)
                 "provenance": {
                     "path": k.relpath, "line": k.line, "qualname": k.qualname, "overload": k.overload,
                     "package": k.package, "package_version": versions.get(k.package, ""),

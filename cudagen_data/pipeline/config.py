@@ -41,6 +41,7 @@ class ProduceConfig:
     compile_level: str = DEFAULT_COMPILE_LEVEL  # extract/levels.py; part of the fingerprint
     jsonl: bool = True  # also write jsonl/{split}.jsonl (the Parquet shards are always written)
     shard_rows: int = SHARD_ROWS  # rows per Parquet shard
+    resources: bool = False  # also build each kernel to machine code and record ptxas's report (extract/resources.py)
 
     def __post_init__(self) -> None:
         check_level(self.compile_level)
@@ -56,6 +57,8 @@ class ProduceConfig:
             raise ValueError(f"--max-chars must be at least 1 (got {self.max_chars})")
         if self.shard_rows < 1:
             raise ValueError(f"--shard-rows must be at least 1 (got {self.shard_rows})")
+        if self.resources and self.fast:
+            raise ValueError("--resources builds every kernel to machine code: it cannot be combined with --fast")
 
     def quota(self, category: str) -> int:
         """Rows wanted of ``category``: N / C, the first N % C categories one more."""
@@ -75,6 +78,8 @@ class ProduceConfig:
         d = dataclasses.asdict(self)
         d["categories"] = list(self.categories)
         d["split_ratios"] = list(self.split_ratios)
+        if not self.resources:
+            del d["resources"]  # folders made before --resources existed keep their fingerprint
         return d
 
     @classmethod
@@ -127,6 +132,8 @@ def command_line(config: ProduceConfig) -> str:
         parts.append("--fast")
     elif config.compile_level != DEFAULT_COMPILE_LEVEL:
         parts.append(f"--compile {config.compile_level}")
+    if config.resources:
+        parts.append("--resources")
     if not config.jsonl:
         parts.append("--no-jsonl")
     if config.shard_rows != SHARD_ROWS:

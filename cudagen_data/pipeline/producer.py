@@ -219,6 +219,7 @@ def consume(
                     row.metadata.forward_lines,
                     row.metadata.backward_lines,
                     row.gradient_check.status,
+                    row.resources,
                 )
                 continue
         rejects.append(reject)

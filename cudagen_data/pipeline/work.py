@@ -18,7 +18,7 @@ import orjson
 
 from .. import canonical
 from ..contracts.reject import Reject
-from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Row
+from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, ResourceInfo, Row
 from ..contracts.stats import WORKER_STAGES
 from ..contracts.test_vectors import TestVectors
 from ..execution import forward_only_reason
@@ -53,7 +53,8 @@ def worker_stages(config: ProduceConfig) -> list[Stage]:
     """The stages a worker runs, in order (``--fast``: generate and extract only)."""
     stages: list[Stage] = [GenerateStage(config.seed), ExtractStage(config.arch, config.max_chars)]
     if not config.fast:
-        stages += [CompileStage(config.arch, config.compile_level), ExecuteStage(), GradientCheckStage()]
+        compile_stage = CompileStage(config.arch, config.compile_level, config.resources)
+        stages += [compile_stage, ExecuteStage(), GradientCheckStage()]
     return stages
 
 
@@ -111,6 +112,7 @@ def run_batch(
             round(item.compile_ms, 3),
             warp_version,
             check,
+            item.resources,
         )
     result.worker_rss_mb = _rss_mb()
     return result
@@ -165,6 +167,7 @@ def build_row(
     compile_ms: float,
     warp_version: str,
     gradient_check: GradientCheck,
+    resources: ResourceInfo | None = None,
 ) -> Row:
     """A dataset row (the contract: contracts/row.py)."""
     python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
@@ -206,4 +209,5 @@ def build_row(
         warp_version=warp_version,
         generator_version=GENERATOR_VERSION,
         gradient_check=GradientCheckInfo(**gradient_check.to_row()),
+        resources=resources,
     )

@@ -354,6 +354,35 @@ def _gradients_section(stats: dict) -> str:
     return "\n\n".join(out)
 
 
+RESOURCES_DOC = """\
+Made with `--resources`: each row's translation unit was also built alone to machine code
+for the row's arch by NVIDIA's NVRTC with Warp's options and `--ptxas-options=-v`, and the
+`resources` column holds what ptxas reported for the forward and the backward (registers
+per thread, spill stores and loads, static shared memory, stack frame) and NVRTC's PTX size.
+Dynamic shared memory and the machine code another arch would get are not in it."""
+
+
+def _resources_section(stats: dict) -> str:
+    """Median registers and rows that spill, per category (only for runs with --resources)."""
+    res = stats.get("resources")
+    if not res:
+        return ""
+
+    def line(label: str, d: dict) -> tuple:
+        fwd, bwd = d["median_forward_registers"], d["median_backward_registers"]
+        return (
+            label,
+            _fmt_int(d["rows"]),
+            "-" if fwd is None else f"{fwd:g}",
+            "-" if bwd is None else f"{bwd:g}",
+            _fmt_int(d["rows_with_spills"]),
+        )
+
+    rows = [line(f"`{c}`", d) for c, d in res["by_category"].items()] + [line("**all**", res["all"])]
+    head = ("category", "rows measured", "median registers (forward)", "median registers (backward)", "rows that spill")
+    return f"\n## Kernel resources\n\n{RESOURCES_DOC}\n\n{_table(head, rows)}\n"
+
+
 def _figures_section(stats: dict, counts: dict[str, int]) -> str:
     # Only figures present in stats.json are shown: older or partial stats still render.
     out = [_table(("split", "rows"), [(f"`{s}`", _fmt_int(n)) for s, n in counts.items()])]
@@ -466,7 +495,7 @@ Warp's CUDA preamble (identical for every row of one Warp version) is stored onc
 ## Verified backward
 
 {_gradients_section(stats)}
-
+{_resources_section(stats)}
 ## Reproduce
 
 Generated with cudagen-data {tool} and warp-lang {warp}:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .. import warp_boundary
 from ..contracts.reject import Reject, RejectReason
+from ..contracts.row import ResourceInfo
 from ..contracts.test_vectors import TestVectors
 from ..extract import ExtractedKernel
 from ..gradcheck import GradientCheck
@@ -23,7 +24,8 @@ class Item:
     spec: KernelSpec | None = None  # generate
     kernel: ExtractedKernel | None = None  # extract
     front_ms: float = 0.0  # generate + extract wall time of this item
-    compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call)
+    compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call, plus its resources build)
+    resources: ResourceInfo | None = None  # compile, with --resources
     vectors: TestVectors | None = None  # execute
     gradient_check: GradientCheck | None = None  # gradcheck
     own_build_check: GradientCheck | None = None  # execute, for gradcheck: checked on the kernel execute built
