@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -11,7 +12,55 @@ import typer
 
 from .dataset.shards import SHARD_ROWS
 
+# the click that typer runs on (typer >= 0.2x vendors its own copy)
+_click_errors = sys.modules[typer.BadParameter.__module__]
+
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a value that is not a number, a callback's
+    BadParameter) as one ``error: ...`` line and exit code 2, like every other error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except getattr(_click_errors, "NoArgsIsHelpError", ()) as exc:
+            typer.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except _click_errors.ClickException as exc:
+            typer.echo(f"error: {_one_line(exc)}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(exc) -> str:
+    """A callback's BadParameter says ``VALUE: what is wrong``: the option's name goes first
+    (an argument's value names itself); click's own usage errors keep their text and say
+    where the help is."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, typer.BadParameter) and param is not None and exc.message.startswith(_CHECKED):
+        text = exc.message.removeprefix(_CHECKED)
+        if getattr(param, "param_type_name", "") == "option":
+            text = f"{max(param.opts, key=len)} {text}"
+    else:
+        ctx = getattr(exc, "ctx", None)
+        text = exc.format_message() + (f" (see {ctx.command_path} --help)" if ctx is not None else "")
+    return " ".join(text.split())
+
+
+_CHECKED = "\x00"  # marks the messages of this module's checks (below)
+
+
+def _bad(message: str) -> typer.BadParameter:
+    return typer.BadParameter(_CHECKED + message)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="cudagen",
     help=(
         "Make Python -> CUDA training pairs from NVIDIA Warp kernels: generated, compiled with NVRTC, run, "
@@ -64,8 +113,176 @@ def expected_errors(fn):
     return wrapper
 
 
+def _refuse_if_writing(path: Path) -> None:
+    """Readers stop in one line while another process writes the folder (dataset/lock.py)."""
+    from .dataset.lock import FolderBusy, refuse_if_writing
+
+    try:
+        refuse_if_writing(path)
+    except FolderBusy as exc:
+        _fail(str(exc))
+
+
 def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+# ------------------------------------------------------------------ option checks
+# One place per kind of option value; typer calls them while parsing, so a bad value is
+# one `error: Invalid value for '--x': ...` line (exit 2) before anything is done.
+
+
+def _at_least(minimum: int | float, *, strict: bool = False):
+    def check(value):
+        if value is not None and (value <= minimum if strict else value < minimum):
+            raise _bad(f"{value}: must be {'more than' if strict else 'at least'} {minimum}")
+        return value
+
+    return check
+
+
+SUPPORTED_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
+
+
+def _arch(value: int | None) -> int | None:
+    if value is not None and value not in SUPPORTED_ARCHS:
+        raise _bad(f"{value}: not a target Warp's NVRTC supports ({', '.join(map(str, SUPPORTED_ARCHS))})")
+    return value
+
+
+def _compile_level(value: str) -> str:
+    from .extract.levels import COMPILE_LEVELS
+
+    if value not in COMPILE_LEVELS:
+        raise _bad(f"{value!r}: use {' or '.join(COMPILE_LEVELS)}")
+    return value
+
+
+def _ratios(value: str) -> str:
+    from .publish.splits import validate_ratios
+
+    try:
+        validate_ratios(_split_list(value))
+    except ValueError as exc:
+        raise _bad(f"{value}: {exc}") from None
+    return value
+
+
+def _categories(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from .generators import categories as all_categories
+
+    known, chosen = all_categories(), _split_list(value)
+    if not chosen:
+        raise _bad(f"{value!r} names no category; leave the option out for all ({', '.join(known)})")
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise _bad(f"{value}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    if len(set(chosen)) != len(chosen):
+        raise _bad(f"{value!r}: a category is named twice")
+    return value
+
+
+def _one_of(*choices: str):
+    def check(value: str) -> str:
+        if value not in choices:
+            raise _bad(f"{value!r}: use {' or '.join(choices)}")
+        return value
+
+    return check
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except PermissionError:
+        raise _bad(f"{path}: no permission to reach it") from None
+
+
+def _writable_parent(path: Path) -> None:
+    """The nearest existing folder above ``path`` must be a folder this user may write."""
+    for parent in path.absolute().parents:
+        if _exists(parent):
+            if not parent.is_dir():
+                raise _bad(f"{path}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise _bad(f"{path}: no permission to write in {parent}")
+            return
+
+
+def _output_folder(value: Path) -> Path:
+    """A folder to write: an existing folder, or a new one in a folder we may write."""
+    if _exists(value):
+        if not value.is_dir():
+            raise _bad(f"{value}: a file, not a folder")
+        if not os.access(value, os.W_OK | os.X_OK):
+            raise _bad(f"{value}: no permission to write in it")
+        return value
+    _writable_parent(value)
+    return value
+
+
+def _output_file(value: Path | None) -> Path | None:
+    """A file to write (replaced if it exists)."""
+    if value is None:
+        return None
+    if _exists(value) and value.is_dir():
+        raise _bad(f"{value}: a folder, not a file")
+    if value.exists() and not os.access(value, os.W_OK):
+        raise _bad(f"{value}: no permission to write it")
+    _writable_parent(value)
+    return value
+
+
+def _input_path(kind: str):
+    """``kind``: file, folder or any (a dataset folder or one file of rows)."""
+
+    def check(value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        if not _exists(value):
+            raise _bad(f"{value}: no such file or folder")
+        if kind == "file" and not value.is_file():
+            raise _bad(f"{value}: not a file")
+        if kind == "folder" and not value.is_dir():
+            raise _bad(f"{value}: not a folder")
+        if not os.access(value, os.R_OK):
+            raise _bad(f"{value}: no permission to read it")
+        return value
+
+    return check
+
+
+def _input_paths(values: list[Path] | None) -> list[Path] | None:
+    for value in values or []:
+        _input_path("any")(value)
+    return values
+
+
+def _cuda_device(value: str) -> str:
+    if not re.fullmatch(r"cuda(:\d+)?", value):
+        raise _bad(f"{value!r}: use cuda:N (cuda:0 is the first GPU)")
+    return value
+
+
+def _eval_device(value: str) -> str:
+    if value != "cpu" and not re.fullmatch(r"cuda(:\d+)?", value):
+        raise _bad(f"{value}: use cpu or cuda:N (cuda:0 is the first GPU)")
+    return value
+
+
+_INPUT_FILE = _input_path("file")
+_INPUT_FOLDER = _input_path("folder")
+_INPUT_ANY = _input_path("any")
+_AT_LEAST_1 = _at_least(1)
+_AT_LEAST_0 = _at_least(0)
+_MORE_THAN_0 = _at_least(0, strict=True)
+_EXECUTORS = _one_of("local", "ray")
+_SPLITS = _one_of("train", "validation", "test")
+_EXPORT_FORMATS = _one_of("chat", "completion")
+_DATASET_CONFIGS = _one_of("default", "real")
+WORKERS_HELP = "Worker processes (0: run in this process, no workers; default: one per CPU core)."
 
 
 def format_summary(stats: dict, output: Path | str) -> str:
@@ -112,35 +329,47 @@ def format_summary(stats: dict, output: Path | str) -> str:
 @app.command()
 @expected_errors
 def produce(
-    count: int = typer.Option(1000, "--count", "-n", help="Number of pairs to make (balanced across categories)."),
+    count: int = typer.Option(
+        1000, "--count", "-n", callback=_AT_LEAST_1, help="Number of pairs to make (balanced across categories)."
+    ),
     categories: str | None = typer.Option(
-        None, "--categories", "-c", help="Comma-separated categories (default: all; see `cudagen categories`)."
+        None,
+        "--categories",
+        "-c",
+        callback=_categories,
+        help="Comma-separated categories (default: all; see `cudagen categories`).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Root seed: the same seed and version give the same dataset."),
-    workers: int = typer.Option(
-        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
+    seed: int = typer.Option(
+        0, "--seed", callback=_AT_LEAST_0, help="Root seed: the same seed and version give the same dataset."
     ),
+    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", callback=_AT_LEAST_0, help=WORKERS_HELP),
     output: Path = typer.Option(
-        DEFAULT_OUTPUT, "--output", "-o", help="Output folder (a Hugging Face dataset folder)."
+        DEFAULT_OUTPUT, "--output", "-o", callback=_output_folder, help="Output folder (a Hugging Face dataset folder)."
     ),
-    arch: int = typer.Option(86, "--arch", help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."),
+    arch: int = typer.Option(
+        86, "--arch", callback=_arch, help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."
+    ),
     fast: bool = typer.Option(
         False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."
     ),
     compile_level: str = typer.Option(
         "frontend",
         "--compile",
+        callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
     batch_size: int = typer.Option(
-        100, "--batch-size", help="Kernels per batch (one NVRTC unit and one CPU module each)."
+        100, "--batch-size", callback=_AT_LEAST_1, help="Kernels per batch (one NVRTC unit and one CPU module each)."
     ),
     max_chars: int = typer.Option(
         120_000,
         "--max-chars",
+        callback=_AT_LEAST_1,
         help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long.",
     ),
-    split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
+    split_ratios: str = typer.Option(
+        "0.98,0.01,0.01", "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."
     ),
@@ -150,7 +379,7 @@ def produce(
         "--jsonl/--no-jsonl",
         help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs).",
     ),
-    shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", help="Rows per Parquet shard."),
+    shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", callback=_AT_LEAST_1, help="Rows per Parquet shard."),
     resources: bool = typer.Option(
         False,
         "--resources",
@@ -158,7 +387,10 @@ def produce(
         "and the PTX size in the `resources` column (slower: a full compile per kernel).",
     ),
     executor: str = typer.Option(
-        "local", "--executor", help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]')."
+        "local",
+        "--executor",
+        callback=_EXECUTORS,
+        help="local (worker processes here) or ray (Ray tasks; pip install 'cudagen-data[ray]').",
     ),
     ray_address: str | None = typer.Option(
         None,
@@ -172,32 +404,23 @@ def produce(
     from .pipeline.producer import produce as run_produce
     from .publish.splits import validate_ratios
 
-    if executor not in ("local", "ray"):
-        _fail(f"--executor {executor!r}: use local or ray", 2)
     if ray_address and executor != "ray":
         _fail("--ray-address needs --executor ray", 2)
-    known = all_categories()
-    chosen = _split_list(categories) or list(known)
-    unknown = [c for c in chosen if c not in known]
-    if unknown:
-        _fail(f"--categories: unknown {', '.join(unknown)}; known: {', '.join(known)}", 2)
-    try:
-        ratios = validate_ratios(_split_list(split_ratios))
+    try:  # every value was checked by its option's callback; what is left is how options combine
         config = ProduceConfig(
             count=count,
-            categories=tuple(chosen),
+            categories=tuple(_split_list(categories) or all_categories()),
             seed=seed,
             arch=arch,
             fast=fast,
             batch_size=batch_size,
-            split_ratios=ratios,
+            split_ratios=validate_ratios(_split_list(split_ratios)),
             max_chars=max_chars,
             compile_level=compile_level,
             jsonl=jsonl,
             shard_rows=shard_rows,
             resources=resources,
         )
-        _check_arch(arch)
     except ValueError as exc:
         _fail(str(exc), 2)
     result = run_produce(
@@ -218,21 +441,22 @@ def produce(
     typer.echo(format_summary(result.stats, output))
 
 
-def _check_arch(arch: int) -> None:
-    supported = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
-    if arch not in supported:
-        raise ValueError(f"--arch {arch}: not a target Warp's NVRTC supports ({', '.join(map(str, supported))})")
-
-
 @app.command()
 @expected_errors
 def extract(
-    file: Path = typer.Argument(..., help="A Python file with @wp.kernel definitions (its main block is not run)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write JSON lines here (default: stdout)."),
-    arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
+    file: Path = typer.Argument(
+        ...,
+        callback=_INPUT_FILE,
+        help="A Python file with @wp.kernel definitions (its main block is not run).",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", callback=_output_file, help="Write JSON lines here (default: stdout)."
+    ),
+    arch: int = typer.Option(86, "--arch", callback=_arch, help="CUDA compute capability for the compile check."),
     compile_level: str = typer.Option(
         "frontend",
         "--compile",
+        callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
     no_compile: bool = typer.Option(
@@ -240,16 +464,8 @@ def extract(
     ),
 ) -> None:
     """Turn any Warp program into pairs: one JSON line per kernel, compile status included."""
-    from .extract.levels import check_level
     from .extract.pairs import extract_file
 
-    try:
-        _check_arch(arch)
-        check_level(compile_level)
-    except ValueError as exc:
-        _fail(str(exc), 2)
-    if not file.is_file():
-        _fail(f"{file}: no such file", 2)
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -286,53 +502,72 @@ def extract(
 @expected_errors
 def mine(
     paths: list[Path] | None = typer.Argument(
-        None, help="Files or folders of Warp programs (default: the installed Warp's examples, tests and library)."
+        None,
+        callback=_input_paths,
+        help="Files or folders of Warp programs (default: the installed Warp's examples, tests and library).",
     ),
     output: Path = typer.Option(
-        DEFAULT_OUTPUT, "--output", "-o", help="Dataset folder: the rows become its `real` configuration."
+        DEFAULT_OUTPUT,
+        "--output",
+        "-o",
+        callback=_output_folder,
+        help="Dataset folder: the rows become its `real` configuration.",
     ),
     workers: int = typer.Option(
-        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (each file is mined in one)."
+        os.cpu_count() or 1,
+        "--workers",
+        "-w",
+        callback=_AT_LEAST_1,
+        help="Worker processes (each file is mined in one; default: one per CPU core).",
     ),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds one file may take (import, code generation, runs)."),
-    arch: int = typer.Option(86, "--arch", help="CUDA compute capability for the compile check."),
+    timeout: float = typer.Option(
+        60.0,
+        "--timeout",
+        callback=_MORE_THAN_0,
+        help="Seconds one file may take (import, code generation, runs).",
+    ),
+    arch: int = typer.Option(86, "--arch", callback=_arch, help="CUDA compute capability for the compile check."),
     compile_level: str = typer.Option(
         "frontend",
         "--compile",
+        callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
     no_compile: bool = typer.Option(
         False, "--no-compile", help="No NVRTC check at all (rows say compile.status skipped)."
     ),
     run: bool = typer.Option(True, "--run/--no-run", help="Run kernels whose arguments can be filled, on the CPU."),
-    split_ratios: str = typer.Option("0.98,0.01,0.01", "--split-ratios", help="train,validation,test fractions."),
+    split_ratios: str = typer.Option(
+        "0.98,0.01,0.01", "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
 ) -> None:
     """Mine real Warp programs into pairs: every kernel found, with provenance; a report of those not mined."""
-    from .extract.levels import DEFAULT_COMPILE_LEVEL, check_level, compiler_record
+    from .dataset.lock import writer_lock
+    from .extract.levels import compiler_record
     from .mine.discover import find_files
-    from .mine.folder import REJECTS_FILE, synthetic_shapes, write_real
     from .mine.pool import Options
-    from .mine.run import format_summary, mine_sources
     from .publish.splits import validate_ratios
 
-    try:
-        _check_arch(arch)
-        check_level(compile_level)
-        ratios = validate_ratios(_split_list(split_ratios))
-        if timeout <= 0:
-            raise ValueError(f"--timeout {timeout}: must be > 0")
-    except ValueError as exc:
-        _fail(str(exc), 2)
+    ratios = validate_ratios(_split_list(split_ratios))
+    options = Options(arch=arch, compile_check=not no_compile, compile_level=compile_level, run=run, timeout_s=timeout)
     files = find_files(paths or None)  # a missing path fails here, before anything is written
     compiler = {} if no_compile else compiler_record(arch, compile_level)  # a missing NVRTC fails here too
+    with writer_lock(output):  # from reading the synthetic rows to writing `real`: one writer
+        _mine_locked(files, output, paths, workers, options, ratios, compiler, no_compile, compile_level, progress)
+
+
+def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_compile, compile_level, progress) -> None:
+    from .extract.levels import DEFAULT_COMPILE_LEVEL
+    from .mine.folder import REJECTS_FILE, synthetic_shapes, write_real
+    from .mine.run import format_summary, mine_sources
+
     shapes = synthetic_shapes(output)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(files), desc="mining", unit="file", file=sys.stderr)
-    options = Options(arch=arch, compile_check=not no_compile, compile_level=compile_level, run=run, timeout_s=timeout)
     result = mine_sources(
         files,
         workers=workers,
@@ -411,25 +646,19 @@ def negatives(
 @app.command()
 @expected_errors
 def validate(
-    path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
+    path: Path = typer.Argument(
+        ..., callback=_INPUT_ANY, help="A dataset folder, or one .jsonl / .parquet file of rows."
+    ),
     arch: int | None = typer.Option(
-        None, "--arch", help="Recompile for this arch (default: each row's recorded arch)."
+        None, "--arch", callback=_arch, help="Recompile for this arch (default: each row's recorded arch)."
     ),
-    workers: int = typer.Option(
-        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
-    ),
+    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", callback=_AT_LEAST_0, help=WORKERS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Re-check every row: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
     from .dataset.verify import format_report, validate_path
 
-    if workers < 0:
-        _fail(f"--workers {workers}: must be 0 or more", 2)
-    if arch is not None:
-        try:
-            _check_arch(arch)
-        except ValueError as exc:
-            _fail(str(exc), 2)
+    _refuse_if_writing(path)
     report = validate_path(path, arch=arch, progress=progress, workers=workers)
     typer.echo(format_report(report))
     if not report.ok:
@@ -438,13 +667,16 @@ def validate(
 
 @app.command()
 @expected_errors
-def stats(path: Path = typer.Argument(DEFAULT_OUTPUT, help="A finished dataset folder.")) -> None:
+def stats(
+    path: Path = typer.Argument(DEFAULT_OUTPUT, callback=_INPUT_FOLDER, help="A finished dataset folder."),
+) -> None:
     """Print a dataset's statistics."""
     from .dataset.finalize import load_stats
     from .dataset.store import DatasetFolder
     from .mine.folder import CONFIG, REJECTS_FILE
     from .mine.run import format_summary as format_real_summary
 
+    _refuse_if_writing(path)
     all_stats = load_stats(DatasetFolder(path))
     real = all_stats.pop(CONFIG, None)
     parts = [format_summary(all_stats, path)] if all_stats else []
@@ -463,18 +695,21 @@ def categories() -> None:
 
 @app.command("gpu-validate")
 def gpu_validate(
-    path: Path = typer.Argument(..., help="A dataset folder, or one .jsonl / .parquet file of rows."),
-    limit: int | None = typer.Option(None, "--limit", help="Check only the first N rows."),
-    device: str = typer.Option("cuda:0", "--device", help="CUDA device to run on."),
-    jobs: int | None = typer.Option(
-        None, "--jobs", "-j", help="Worker processes compiling in parallel (default: CPU cores)."
+    path: Path = typer.Argument(
+        ..., callback=_INPUT_ANY, help="A dataset folder, or one .jsonl / .parquet file of rows."
     ),
-    report: Path | None = typer.Option(None, "--report", help="Write the JSON report here."),
+    limit: int | None = typer.Option(None, "--limit", callback=_AT_LEAST_1, help="Check only the first N rows."),
+    device: str = typer.Option("cuda:0", "--device", callback=_cuda_device, help="CUDA device to run on (cuda:N)."),
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", callback=_AT_LEAST_1, help="Worker processes compiling in parallel (default: CPU cores)."
+    ),
+    report: Path | None = typer.Option(None, "--report", callback=_output_file, help="Write the JSON report here."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on its test vectors (GPU_TESTING.md)."""
     from .gpu import run_gpu_validation
 
+    _refuse_if_writing(path)
     raise typer.Exit(
         run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress)
     )
@@ -483,21 +718,36 @@ def gpu_validate(
 @app.command("eval")
 def eval_command(
     predictions: Path = typer.Argument(
-        ..., help='JSONL: one {"id", "cuda_forward", "cuda_backward" (optional)} per line; several per id for pass@k.'
+        ...,
+        callback=_INPUT_FILE,
+        help='JSONL: one {"id", "cuda_forward", "cuda_backward" (optional)} per line; several per id for pass@k.',
     ),
-    dataset: Path = typer.Option(..., "--dataset", help="A dataset folder (or one .jsonl / .parquet file of rows)."),
-    split: str = typer.Option("test", "--split", help="The split the ids belong to."),
-    device: str = typer.Option("cpu", "--device", help="cpu (structure + compile) or cuda:N (and run on the GPU)."),
-    report: Path | None = typer.Option(None, "--report", help="Write the JSON report here."),
+    dataset: Path = typer.Option(
+        ...,
+        "--dataset",
+        callback=_INPUT_ANY,
+        help="A dataset folder (or one .jsonl / .parquet file of rows).",
+    ),
+    split: str = typer.Option("test", "--split", callback=_SPLITS, help="The split the ids belong to."),
+    device: str = typer.Option(
+        "cpu", "--device", callback=_eval_device, help="cpu (structure + compile) or cuda:N (and run on the GPU)."
+    ),
+    report: Path | None = typer.Option(None, "--report", callback=_output_file, help="Write the JSON report here."),
     seed: int | None = typer.Option(
-        None, "--seed", help="Seed of the fresh inputs (default: secret, from os.urandom; recorded in the report)."
+        None,
+        "--seed",
+        callback=_AT_LEAST_0,
+        help="Seed of the fresh inputs (default: secret, from os.urandom; recorded in the report).",
     ),
-    workers: int | None = typer.Option(None, "--workers", "-w", help="GPU worker processes (default: CPU cores)."),
+    workers: int | None = typer.Option(
+        None, "--workers", "-w", callback=_AT_LEAST_1, help="GPU worker processes (default: CPU cores)."
+    ),
 ) -> None:
     """Score model-written CUDA against a dataset's rows: structure, NVRTC compile, GPU run (see GPU_TESTING.md)."""
     from .eval import EvalInputError, evaluate, format_report
     from .eval.pool import PoolError
 
+    _refuse_if_writing(dataset)
     try:
         rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers, report_path=report)
     except (EvalInputError, PoolError) as exc:
@@ -510,7 +760,7 @@ def eval_command(
 @app.command()
 @expected_errors
 def publish(
-    path: Path = typer.Argument(..., help="A finished dataset folder."),
+    path: Path = typer.Argument(..., callback=_INPUT_FOLDER, help="A finished dataset folder."),
     repo_id: str = typer.Option(..., "--repo-id", help="ORG/NAME of the dataset repository on the Hugging Face Hub."),
     private: bool = typer.Option(False, "--private", help="Create the repository as private."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be uploaded, and where; upload nothing."),
@@ -518,6 +768,8 @@ def publish(
     """Upload a dataset folder to the Hugging Face Hub in one commit (stale shards removed)."""
     from .publish.hub import publish as hub_publish
 
+    # publish only reads the folder; were it to write (the card), it would hold writer_lock instead
+    _refuse_if_writing(path)
     plan = hub_publish(path, repo_id, private=private, dry_run=dry_run)
     typer.echo(plan.describe())
 
@@ -525,22 +777,27 @@ def publish(
 @app.command()
 @expected_errors
 def export(
-    path: Path = typer.Argument(..., help="A finished dataset folder."),
-    fmt: str = typer.Option("chat", "--format", "-f", help="chat (messages) or completion (prompt/completion)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
+    path: Path = typer.Argument(..., callback=_INPUT_FOLDER, help="A finished dataset folder."),
+    fmt: str = typer.Option(
+        "chat",
+        "--format",
+        "-f",
+        callback=_EXPORT_FORMATS,
+        help="chat (messages) or completion (prompt/completion).",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", callback=_output_file, help="Output JSONL file."),
     forward_only: bool = typer.Option(False, "--forward-only", help="Answer with the forward kernel only."),
     config: str = typer.Option(
-        "default", "--config", help="Dataset configuration: default (synthetic) or real (mined)."
+        "default",
+        "--config",
+        callback=_DATASET_CONFIGS,
+        help="Dataset configuration: default (synthetic) or real (mined).",
     ),
 ) -> None:
     """Write instruction-tuning records (deterministic, documented prompt template)."""
-    from .contracts.manifest import CONFIGS
     from .publish.export import export as run_export
 
-    if fmt not in ("chat", "completion"):
-        _fail(f"--format {fmt!r}: use chat or completion", 2)
-    if config not in CONFIGS:
-        _fail(f"--config {config!r}: use {' or '.join(CONFIGS)}", 2)
+    _refuse_if_writing(path)
     n = run_export(path, fmt, out, include_backward=not forward_only, config=config)
     typer.echo(f"{n} records -> {out}")
 

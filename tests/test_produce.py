@@ -377,7 +377,7 @@ def test_foreign_folder_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--count", "0"], "--count must be at least 1"),
+        (["--count", "0"], "--count 0: must be at least 1"),
         (["--categories", "nope"], "unknown nope"),
         (["--arch", "12"], "--arch 12"),
         (["--split-ratios", "0.5,0.5"], "three numbers"),

@@ -11,7 +11,9 @@ killed at any moment resumes with nothing lost and nothing twice.
 Layout::
 
     README.md  data/{split}-00000-of-0000N.parquet  jsonl/{split}.jsonl (unless --no-jsonl)
-    rejects.jsonl  stats.json  manifest.json  .cudagen/{state.json,spool/,shards/}
+    rejects.jsonl  stats.json  manifest.json  .cudagen/{state.json,spool/,shards/,lock}
+
+Only one process writes a folder at a time: lock.py.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import orjson
 from ..contracts.manifest import SPLITS
 from . import shards
 from .files import DatasetError, atomic_write, file_checksum, write_json, write_text  # noqa: F401 - the folder's API
+from .lock import LOCK_FILE, STATE_DIR
 
-STATE_DIR = ".cudagen"
 STATE_FILE = f"{STATE_DIR}/state.json"
 REJECTS_FILE = "rejects.jsonl"
 OUTPUT_NAMES = ("README.md", "data", "jsonl", REJECTS_FILE, "stats.json", "manifest.json", STATE_DIR)
@@ -94,19 +96,33 @@ class DatasetFolder:
         return state
 
     def has_outputs(self) -> bool:
-        return any(self.path(n).exists() for n in OUTPUT_NAMES)
+        """Whether a run (or mine) wrote dataset files here.  The private folder does not
+        count: without a state file it holds only the writer lock, or what a run killed
+        before its first save left (start() saves the state before writing anything)."""
+        return any(self.path(n).exists() for n in OUTPUT_NAMES if n != STATE_DIR)
 
     def clear(self) -> None:
-        """Remove what a run writes (and nothing else a user may keep in the folder)."""
+        """Remove what a run writes (and nothing else a user may keep in the folder).
+        The writer lock stays: its holder is the one clearing (lock.py)."""
         for name in OUTPUT_NAMES:
             p = self.path(name)
-            if p.is_dir():
+            if name == STATE_DIR and p.is_dir():
+                for entry in p.iterdir():
+                    if entry == self.path(LOCK_FILE):
+                        continue
+                    if entry.is_dir():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+            elif p.is_dir():
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
 
     def start(self, state: RunState) -> list[str]:
         """Prepare the folder for (re)starting at ``state``; returns notes on repairs made."""
+        self.path(self.state_file).parent.mkdir(parents=True, exist_ok=True)
+        self.save_state(state)  # first: a run killed from here on resumes (has_outputs)
         notes = shards.remove_stale(self.root, state)
         for rel in state.append_files():
             p = self.path(rel)
@@ -122,8 +138,6 @@ class DatasetFolder:
                 notes.append(f"{rel}: dropped {size - committed} uncommitted bytes (torn or unfinished batch)")
             with open(p, "ab") as f:
                 f.truncate(committed)
-        self.path(self.state_file).parent.mkdir(parents=True, exist_ok=True)
-        self.save_state(state)
         return notes
 
     def save_state(self, state: RunState) -> None:

@@ -21,6 +21,7 @@ from ..contracts.row import Row
 from ..contracts.stats import RunStats
 from ..dataset import store
 from ..dataset.finalize import finalize, load_stats
+from ..dataset.lock import writer_lock
 from ..dataset.store import DatasetError, DatasetFolder, RunState
 from ..publish.splits import assign_split
 from ..stages import DedupStage
@@ -142,11 +143,28 @@ def produce(
 
     ``executor`` is "local" (``workers`` processes on this machine; 0: in this process) or
     "ray" (Ray tasks on the cluster at ``ray_address``, or on a private local Ray with
-    ``workers`` CPUs when None).  Both give the same rows."""
+    ``workers`` CPUs when None).  Both give the same rows.  The process holds the
+    folder's writer lock throughout (dataset/lock.py): a second writer fails at once."""
     if not config.fast:
         check_compiler(config)
     folder = DatasetFolder(output)
-    folder.root.mkdir(parents=True, exist_ok=True)
+    try:
+        with writer_lock(folder.root):
+            return _produce_locked(config, folder, workers, overwrite, progress, on_batch, executor, ray_address)
+    except DatasetError as exc:
+        raise ProduceError(str(exc)) from None
+
+
+def _produce_locked(
+    config: ProduceConfig,
+    folder: DatasetFolder,
+    workers: int,
+    overwrite: bool,
+    progress: bool,
+    on_batch: Callable[[BatchResult], None] | None,
+    executor: str,
+    ray_address: str | None,
+) -> ProduceResult:
     try:
         state, resumed, notes = open_run(folder, config, overwrite)
     except DatasetError as exc:

@@ -143,6 +143,9 @@ def export(folder, fmt: str, out, include_backward: bool = True, config: str = "
     """
     if fmt not in FORMATS:
         raise PublishError(f"export format {fmt!r} is not one of {FORMATS}")
+    if not parquet_files(Path(folder), config=config):
+        made_by = "cudagen mine" if config == "real" else "cudagen produce"
+        raise PublishError(f"{folder}: has no '{config}' configuration (its rows are made by {made_by})")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -1,0 +1,256 @@
+"""Every bad input of every command: one ``error: ...`` line, a non-zero exit, no traceback,
+nothing written and nothing lost (every file under the test's folder byte for byte as
+before, and no new file).
+
+The table is what was tried (issue #26 §2): counts, paths that are files or missing or
+unwritable, ratios that do not sum to 1, an arch NVRTC lacks, a dataset folder of another
+version or configuration, a folder that is not a dataset.  Most cases run in-process
+(typer's CliRunner); the unwritable-path cases run in a child that drops root (tests run
+as root, which may write anywhere)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cudagen_data.cli import app
+from cudagen_data.pipeline.config import ProduceConfig
+from cudagen_data.pipeline.producer import produce
+
+# (id, command line with {placeholders}, text the error line holds, exit code)
+CASES = [
+    # ---- produce
+    ("produce-output-is-a-file", "produce -o {file}", "--output {file}: a file, not a folder", 2),
+    ("produce-output-under-a-file", "produce -o {file}/ds", "{file} is a file, not a folder", 2),
+    ("produce-workers-negative", "produce -o {new} --workers -3", "--workers -3: must be at least 0", 2),
+    ("produce-workers-not-a-number", "produce -o {new} --workers many", "Invalid value for '--workers'", 2),
+    ("produce-count-0", "produce -o {new} --count 0", "--count 0: must be at least 1", 2),
+    ("produce-count-negative", "produce -o {new} --count -5", "--count -5: must be at least 1", 2),
+    ("produce-categories-empty", "produce -o {new} --categories=", "--categories '' names no category", 2),
+    ("produce-categories-commas", "produce -o {new} --categories=,", "--categories ',' names no category", 2),
+    ("produce-categories-unknown", "produce -o {new} --categories nope", "unknown nope; known: arithmetic", 2),
+    ("produce-categories-twice", "produce -o {new} -c arithmetic,arithmetic", "a category is named twice", 2),
+    ("produce-seed-negative", "produce -o {new} --seed -1", "--seed -1: must be at least 0", 2),
+    ("produce-arch-nvrtc-lacks", "produce -o {new} --arch 52", "--arch 52: not a target Warp's NVRTC supports", 2),
+    ("produce-compile-level", "produce -o {new} --compile sass", "--compile 'sass': use frontend or ptx", 2),
+    ("produce-batch-size-0", "produce -o {new} --batch-size 0", "--batch-size 0: must be at least 1", 2),
+    ("produce-max-chars-0", "produce -o {new} --max-chars 0", "--max-chars 0: must be at least 1", 2),
+    ("produce-shard-rows-0", "produce -o {new} --shard-rows 0", "--shard-rows 0: must be at least 1", 2),
+    ("produce-ratios-sum", "produce -o {new} --split-ratios 0.5,0.4,0.2", "must sum to 1", 2),
+    ("produce-ratios-two", "produce -o {new} --split-ratios 0.5,0.5", "three numbers", 2),
+    ("produce-ratios-negative", "produce -o {new} --split-ratios -0.1,0.6,0.5", "finite and >= 0", 2),
+    ("produce-ratios-nan", "produce -o {new} --split-ratios nan,0.5,0.5", "finite and >= 0", 2),
+    ("produce-ratios-words", "produce -o {new} --split-ratios a,b,c", "three numbers", 2),
+    ("produce-executor", "produce -o {new} --executor slurm", "--executor 'slurm': use local or ray", 2),
+    ("produce-ray-address-alone", "produce -o {new} --ray-address 1.2.3.4:6379", "needs --executor ray", 2),
+    ("produce-unknown-option", "produce -o {new} --fats", "No such option: --fats", 2),
+    ("produce-other-config", "produce -o {ds} --fast --count 7 -c arithmetic -w 0", "another configuration", 1),
+    ("produce-other-version", "produce -o {old_version} --fast --count 6 -c arithmetic -w 0", "warp=0.0.1", 1),
+    ("produce-old-state-format", "produce -o {old_format} --fast --count 6 -c arithmetic -w 0", "older", 1),
+    ("produce-foreign-folder", "produce -o {foreign} --fast --count 6 -c arithmetic -w 0", "no run state", 1),
+    ("produce-torn-state", "produce -o {torn_state} --fast --count 6 -c arithmetic -w 0", "unreadable run state", 1),
+    # ---- extract
+    ("extract-missing-file", "extract {new}.py", "{new}.py: no such file or folder", 2),
+    ("extract-a-folder", "extract {tmp}", "{tmp}: not a file", 2),
+    ("extract-not-utf8", "extract {latin1}", "cannot read", 2),
+    ("extract-out-is-a-folder", "extract {kernel} --out {tmp}", "--out {tmp}: a folder, not a file", 2),
+    ("extract-out-under-a-file", "extract {kernel} --out {file}/x.jsonl", "{file} is a file, not a folder", 2),
+    ("extract-arch", "extract {kernel} --arch 12", "--arch 12: not a target", 2),
+    ("extract-compile-level", "extract {kernel} --compile fast", "--compile 'fast'", 2),
+    # ---- mine
+    ("mine-missing-path", "mine {new}.py -o {new}", "{new}.py: no such file or folder", 2),
+    ("mine-output-is-a-file", "mine {kernel} -o {file}", "--output {file}: a file, not a folder", 2),
+    ("mine-workers-0", "mine {kernel} -o {new} --workers 0", "--workers 0: must be at least 1", 2),
+    ("mine-timeout-0", "mine {kernel} -o {new} --timeout 0", "--timeout 0.0: must be more than 0", 2),
+    ("mine-timeout-negative", "mine {kernel} -o {new} --timeout -2", "must be more than 0", 2),
+    ("mine-arch", "mine {kernel} -o {new} --arch 61", "--arch 61: not a target", 2),
+    ("mine-ratios", "mine {kernel} -o {new} --split-ratios 1,1,1", "must sum to 1", 2),
+    ("mine-compile-level", "mine {kernel} -o {new} --compile full", "--compile 'full'", 2),
+    # ---- validate
+    ("validate-missing", "validate {new}", "{new}: no such file or folder", 2),
+    ("validate-workers-negative", "validate {ds} --workers -1", "--workers -1: must be at least 0", 2),
+    ("validate-arch", "validate {ds} --arch 99", "--arch 99: not a target", 2),
+    ("validate-not-a-dataset", "validate {tmp}/empty", "manifest.json", 1),
+    # ---- stats
+    ("stats-missing", "stats {new}", "{new}: no such file or folder", 2),
+    ("stats-a-file", "stats {file}", "{file}: not a folder", 2),
+    ("stats-not-a-dataset", "stats {tmp}/empty", "stats.json: not found", 1),
+    # ---- gpu-validate
+    ("gpu-validate-missing", "gpu-validate {new}", "{new}: no such file or folder", 2),
+    ("gpu-validate-limit-0", "gpu-validate {ds} --limit 0", "--limit 0: must be at least 1", 2),
+    ("gpu-validate-jobs-0", "gpu-validate {ds} --jobs 0", "--jobs 0: must be at least 1", 2),
+    ("gpu-validate-device", "gpu-validate {ds} --device gpu0", "--device 'gpu0': use cuda:N", 2),
+    ("gpu-validate-report-folder", "gpu-validate {ds} --report {tmp}", "--report {tmp}: a folder, not a file", 2),
+    # ---- eval
+    ("eval-missing-predictions", "eval {new}.jsonl --dataset {ds}", "{new}.jsonl: no such file or folder", 2),
+    ("eval-missing-dataset", "eval {file} --dataset {new}", "--dataset {new}: no such file or folder", 2),
+    ("eval-split", "eval {file} --dataset {ds} --split dev", "--split 'dev': use train or validation or test", 2),
+    ("eval-device", "eval {file} --dataset {ds} --device gpu", "--device gpu: use cpu or cuda:N", 2),
+    ("eval-seed-negative", "eval {file} --dataset {ds} --seed -4", "--seed -4: must be at least 0", 2),
+    ("eval-workers-0", "eval {file} --dataset {ds} --workers 0", "--workers 0: must be at least 1", 2),
+    ("eval-report-folder", "eval {file} --dataset {ds} --report {tmp}", "--report {tmp}: a folder, not a file", 2),
+    # ---- publish
+    ("publish-missing", "publish {new} --repo-id a/b --dry-run", "{new}: no such file or folder", 2),
+    ("publish-a-file", "publish {file} --repo-id a/b --dry-run", "{file}: not a folder", 2),
+    ("publish-repo-id", "publish {ds} --repo-id nope --dry-run", "repo id 'nope': expected ORG/NAME", 1),
+    ("publish-not-a-dataset", "publish {tmp}/empty --repo-id a/b --dry-run", "manifest.json", 1),
+    # ---- export
+    ("export-missing", "export {new} --out {new}.jsonl", "{new}: no such file or folder", 2),
+    ("export-format", "export {ds} --format alpaca --out {new}.jsonl", "--format 'alpaca': use chat or completion", 2),
+    ("export-config", "export {ds} --config mined --out {new}.jsonl", "--config 'mined': use default or real", 2),
+    ("export-out-folder", "export {ds} --out {tmp}", "--out {tmp}: a folder, not a file", 2),
+    ("export-out-under-a-file", "export {ds} --out {file}/x.jsonl", "{file} is a file, not a folder", 2),
+    ("export-config-absent", "export {ds} --config real --out {new}.jsonl", "has no 'real' configuration", 1),
+    # ---- no command
+    ("unknown-command", "produse", "No such command 'produse'", 2),
+]
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    ds = tmp / "ds"
+    produce(ProduceConfig(count=6, categories=("arithmetic",), fast=True), ds, workers=0, progress=False)
+    (tmp / "file").write_text("not a dataset\n")
+    (tmp / "empty").mkdir()
+    (tmp / "kernel.py").write_text(
+        "import warp as wp\n\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    a[0] = 1.0\n"
+    )
+    (tmp / "latin1.py").write_bytes("# caf\xe9\n".encode("latin-1"))
+    (tmp / "foreign").mkdir()
+    (tmp / "foreign" / "README.md").write_text("somebody else's\n")
+    for name, edit in (("old_version", _other_warp), ("old_format", _old_format), ("torn_state", _torn)):
+        shutil.copytree(ds, tmp / name)
+        state = tmp / name / ".cudagen" / "state.json"
+        state.write_bytes(edit(state.read_bytes()))
+    return tmp
+
+
+def _other_warp(state: bytes) -> bytes:
+    data = orjson.loads(state)
+    fp = orjson.loads(data["fingerprint"])
+    fp["versions"]["warp"] = "0.0.1"
+    data["fingerprint"] = orjson.dumps(fp, option=orjson.OPT_SORT_KEYS).decode()
+    data["complete"] = False
+    return orjson.dumps(data)
+
+
+def _old_format(state: bytes) -> bytes:
+    return orjson.dumps({**orjson.loads(state), "format": 1, "complete": False})
+
+
+def _torn(state: bytes) -> bytes:
+    return state[: len(state) // 2]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _fill(template: str, places: Path) -> list[str]:
+    names = {"tmp": places, "new": places / "new", "kernel": places / "kernel.py", "latin1": places / "latin1.py"}
+    names.update({n: places / n for n in ("file", "ds", "foreign", "old_version", "old_format", "torn_state")})
+    return [word.format(**{k: str(v) for k, v in names.items()}) for word in template.split()]
+
+
+@pytest.mark.parametrize("template, needle, code", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_changes_nothing(places, template, needle, code):
+    before = snapshot(places)
+    res = CliRunner().invoke(app, _fill(template, places))
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == code, res.output
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    assert " ".join(_fill(needle, places)) in lines[0] or _fill(needle, places)[0] in lines[0], lines[0]
+    assert "Traceback" not in res.output
+    assert not isinstance(res.exception, Exception) or isinstance(res.exception, SystemExit), res.exception
+    assert snapshot(places) == before, "a bad input changed files"
+    assert not (places / "new").exists()
+
+
+def test_every_option_of_every_command_is_in_the_table():
+    """A new option (or command) must get a bad-input case here (or be a flag: no value to get wrong)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    tried = " ".join(c[1] for c in CASES)
+    missing = []
+    for name, command in group.commands.items():
+        if name == "categories":
+            continue  # takes nothing
+        for param in command.params:
+            if getattr(param, "is_flag", False) or param.name == "help":
+                continue
+            spelled = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+            if spelled and not any(
+                f"{name} " in c[1] and any(o in c[1].split() or f"{o}=" in c[1] for o in spelled) for c in CASES
+            ):
+                missing.append(f"{name} {spelled[0]}")
+    assert not missing, f"options without a bad-input case: {missing}"
+    assert tried
+
+
+# ---- as a normal user: paths this user may not write (root may write anywhere)
+
+
+AS_NOBODY = """
+import os, pwd, sys
+import typer.main
+from cudagen_data.cli import app
+typer.main.get_command(app).main(["categories"], standalone_mode=False)  # typer's lazy imports, while readable
+nobody = pwd.getpwnam("nobody")
+os.setgid(nobody.pw_gid)
+os.setuid(nobody.pw_uid)  # real and effective: os.access and every open now see a normal user
+sys.argv = ["cudagen", *sys.argv[1:]]
+app()
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="drops root to user nobody: needs root (as a normal user, chmod suffices)"
+)
+@pytest.mark.parametrize(
+    "template, needle",
+    [
+        ("produce -o {locked}/ds --fast", "--output {locked}/ds: no permission to write in {locked}"),
+        ("produce -o {locked} --fast", "--output {locked}: no permission to write in it"),
+        ("mine {kernel} -o {locked}/ds", "--output {locked}/ds: no permission to write in {locked}"),
+        ("export {ds} --out {locked}/x.jsonl", "--out {locked}/x.jsonl: no permission to write in {locked}"),
+        ("extract {kernel} --out {locked}/x.jsonl", "--out {locked}/x.jsonl: no permission to write in {locked}"),
+        ("eval {unreadable} --dataset {ds}", "path '{unreadable}' is not readable"),
+    ],
+    ids=["produce-new-folder", "produce-folder", "mine", "export", "extract", "eval-unreadable-predictions"],
+)
+def test_unwritable_paths_for_a_normal_user(places, template, needle):
+    # The interpreter lives where user nobody cannot read it, so the child starts as root,
+    # imports the command line, then drops to nobody before parsing the arguments.
+    home = Path(tempfile.mkdtemp(prefix="cudagen-nobody-"))  # pytest's tmp is root's alone (0700)
+    try:
+        os.chmod(home, 0o755)
+        locked = home / "locked"
+        locked.mkdir(mode=0o555)  # root's, read-only for others
+        os.chmod(locked, 0o555)
+        shutil.copy(places / "kernel.py", home / "kernel.py")
+        shutil.copytree(places / "ds", home / "ds")
+        unreadable = home / "p.jsonl"
+        unreadable.write_text("{}\n")
+        os.chmod(unreadable, 0o600)
+        names = {"locked": locked, "kernel": home / "kernel.py", "ds": home / "ds", "unreadable": unreadable}
+        args = [w.format(**names) for w in template.split()]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HOME": str(home)}
+        before = snapshot(home)
+        res = subprocess.run([sys.executable, "-c", AS_NOBODY, *args], capture_output=True, text=True, env=env,
+                             cwd=home, timeout=120)  # fmt: skip
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and needle.format(**names) in lines[0], lines
+        assert snapshot(home) == before
+    finally:
+        shutil.rmtree(home)

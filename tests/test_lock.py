@@ -1,0 +1,185 @@
+"""One writer per dataset folder (dataset/lock.py): a second writer refuses at once, readers
+say a run is in progress, a holder killed with -9 leaves no lock, and two producers started
+together into one new folder leave a dataset that validates."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cudagen_data.dataset.lock import LOCK_FILE, FolderBusy, refuse_if_writing, writer_lock
+from cudagen_data.dataset.store import DatasetError, DatasetFolder
+
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
+def cli(*args, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", "cudagen_data.cli", *args], capture_output=True, text=True, env=ENV, **kw
+    )
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """A process that takes the folder's writer lock and sleeps (until killed)."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from cudagen_data.dataset.lock import writer_lock
+        with writer_lock({str(folder)!r}):
+            print("held", flush=True)
+            time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _wait_for_lock(folder: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout and proc.poll() is None:
+        try:
+            refuse_if_writing(folder)
+        except FolderBusy:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the writer never took the lock (exit code {proc.poll()})")
+
+
+def test_second_writer_refuses_naming_the_pid_and_a_killed_holder_leaves_no_lock(tmp_path):
+    folder = tmp_path / "ds"
+    holder = _holder(folder)
+    try:
+        with pytest.raises(FolderBusy, match=rf"{folder}: another cudagen process \(pid {holder.pid}\)"):
+            with writer_lock(folder):
+                pass
+        with pytest.raises(FolderBusy, match=rf"a run is in progress \(pid {holder.pid}"):
+            refuse_if_writing(folder)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # the stale pid is still in the file, but the kernel dropped the lock with the process
+    assert (folder / LOCK_FILE).read_text().strip() == str(holder.pid)
+    refuse_if_writing(folder)
+    with writer_lock(folder):
+        assert (folder / LOCK_FILE).read_text().strip() == str(os.getpid())
+        with writer_lock(folder):  # re-entrant within a process (produce inside a locked command)
+            pass
+        refuse_if_writing(folder)  # this process's own lock does not stop its reads
+
+
+def test_the_lock_file_alone_is_no_dataset_and_overwrite_keeps_it(tmp_path):
+    folder = DatasetFolder(tmp_path)
+    with writer_lock(tmp_path):
+        assert not folder.has_outputs()
+        (tmp_path / "stats.json").write_text("{}")
+        (tmp_path / ".cudagen" / "state.json").write_text("{}")
+        assert folder.has_outputs()
+        folder.clear()
+        assert not folder.has_outputs() and (tmp_path / LOCK_FILE).is_file()
+        assert [p.name for p in (tmp_path / ".cudagen").iterdir()] == ["lock"]
+
+
+def test_a_path_that_is_a_file_is_one_error(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("keep me")
+    with pytest.raises(DatasetError, match="not a folder"):
+        with writer_lock(f):
+            pass
+    with pytest.raises(DatasetError, match="is a file"):
+        with writer_lock(f / "sub"):
+            pass
+    assert f.read_text() == "keep me"
+
+
+READERS = [
+    ["validate", "{d}", "--no-progress"],
+    ["stats", "{d}"],
+    ["export", "{d}", "--out", "{d}/../x.jsonl"],
+    ["eval", "{d}/../p.jsonl", "--dataset", "{d}"],
+    ["gpu-validate", "{d}", "--no-progress"],
+    ["publish", "{d}", "--repo-id", "a/b", "--dry-run"],
+]
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_readers_say_a_run_is_in_progress(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    folder = tmp_path / "ds"
+    holder = _holder(folder)
+    try:
+        res = CliRunner().invoke(app, [a.format(d=folder) for a in args])
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert res.exit_code == 1 and res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.output.strip().splitlines() == [
+        f"error: {folder}: a run is in progress (pid {holder.pid} is writing it); try again when it has ended"
+    ]
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+PRODUCE = ["produce", "--count", "300", "--categories", "arithmetic", "--fast", "--workers", "0", "--no-progress"]
+
+
+def test_two_producers_into_one_new_folder(tmp_path):
+    out = tmp_path / "ds"
+    first = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *PRODUCE, "--output", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    try:
+        _wait_for_lock(out, first)
+        t0 = time.time()
+        second = cli(*PRODUCE, "--output", str(out))
+        took = time.time() - t0
+        still_running = first.poll() is None
+        out_first, err_first = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 1, second.stderr
+    lines = second.stderr.strip().splitlines()
+    assert lines == [
+        f"error: {out}: another cudagen process (pid {first.pid}) is writing this folder; "
+        "wait for it to end (a second writer would corrupt it)"
+    ]
+    assert still_running, "the second producer should refuse while the first one runs"
+    assert took < 30, f"the second producer took {took:.1f} s to refuse"
+    assert first.returncode == 0, err_first
+    assert "300 pairs in" in out_first
+    res = cli("validate", str(out), "--no-progress", "--workers", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert len((out / "jsonl" / "train.jsonl").read_bytes().splitlines()) == 300 - sum(
+        len((out / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()) for s in ("validation", "test")
+    )
+
+
+def test_a_producer_killed_with_9_leaves_no_lock(tmp_path):
+    out = tmp_path / "ds"
+    first = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *PRODUCE, "--output", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)  # fmt: skip
+    _wait_for_lock(out, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    res = cli(*PRODUCE, "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    res = cli("validate", str(out), "--no-progress", "--workers", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_writer_that_wrote_nothing_leaves_nothing(tmp_path):
+    new = tmp_path / "a" / "b"
+    with writer_lock(new):
+        assert (new / LOCK_FILE).is_file()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "README.md").write_text("somebody else's")
+    with writer_lock(tmp_path):
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
