@@ -592,10 +592,14 @@ def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_co
 @expected_errors
 def negatives(
     dataset_dir: Path = typer.Argument(
-        ..., help="A finished dataset folder (synthetic rows, mined `real` rows, or both)."
+        ..., callback=_INPUT_FOLDER, help="A finished dataset folder (synthetic rows, mined `real` rows, or both)."
     ),
     per_row: int = typer.Option(
-        3, "--per-row", "-n", help="Negatives to make per positive row (fewer where it allows fewer)."
+        3,
+        "--per-row",
+        "-n",
+        callback=_AT_LEAST_1,
+        help="Negatives to make per positive row (fewer where it allows fewer).",
     ),
     kinds: str | None = typer.Option(
         None,
@@ -603,11 +607,12 @@ def negatives(
         help="Comma-separated kinds to make (default: all; listed in the card and `cudagen_data.negatives.KINDS`).",
     ),
     seed: int = typer.Option(
-        0, "--seed", help="Seed of the witness's fresh inputs: the same seed gives the same negatives."
+        0,
+        "--seed",
+        callback=_AT_LEAST_0,
+        help="Seed of the witness's fresh inputs: the same seed gives the same negatives.",
     ),
-    workers: int = typer.Option(
-        os.cpu_count() or 1, "--workers", "-w", help="Worker processes (0 runs in this process)."
-    ),
+    workers: int = typer.Option(os.cpu_count() or 1, "--workers", "-w", callback=_AT_LEAST_0, help=WORKERS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
 ) -> None:
     """Add the `negatives` configuration: wrong kernels made from the rows, each proven wrong on the CPU (resumable)."""
@@ -615,8 +620,6 @@ def negatives(
     from .negatives import make_negatives
     from .negatives.run import NegativesError, check_options, read_positives
 
-    if not dataset_dir.is_dir():
-        _fail(f"{dataset_dir}: no such dataset folder", 2)
     try:
         check_options(per_row, _split_list(kinds), workers)
     except NegativesError as exc:

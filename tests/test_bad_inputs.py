@@ -74,6 +74,14 @@ CASES = [
     ("mine-arch", "mine {kernel} -o {new} --arch 61", "--arch 61: not a target", 2),
     ("mine-ratios", "mine {kernel} -o {new} --split-ratios 1,1,1", "must sum to 1", 2),
     ("mine-compile-level", "mine {kernel} -o {new} --compile full", "--compile 'full'", 2),
+    # ---- negatives
+    ("negatives-missing", "negatives {new}", "{new}: no such file or folder", 2),
+    ("negatives-a-file", "negatives {file}", "{file}: not a folder", 2),
+    ("negatives-per-row-0", "negatives {ds} --per-row 0", "--per-row 0: must be at least 1", 2),
+    ("negatives-kinds", "negatives {ds} --kinds nope", "--kinds: unknown nope", 2),
+    ("negatives-seed", "negatives {ds} --seed -2", "--seed -2: must be at least 0", 2),
+    ("negatives-workers", "negatives {ds} --workers -1", "--workers -1: must be at least 0", 2),
+    ("negatives-not-a-dataset", "negatives {tmp}/empty -w 0", "manifest.json", 1),
     # ---- validate
     ("validate-missing", "validate {new}", "{new}: no such file or folder", 2),
     ("validate-workers-negative", "validate {ds} --workers -1", "--workers -1: must be at least 0", 2),

@@ -107,6 +107,29 @@ READERS = [
 ]
 
 
+@pytest.mark.parametrize(
+    "args", [["negatives", "{d}", "--no-progress", "-w", "0"], ["mine", "{d}/../p.py", "-o", "{d}", "--no-progress"]]
+)
+def test_other_writers_refuse_too(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    folder = tmp_path / "ds"
+    (tmp_path / "p.py").write_text("import warp as wp\n")
+    holder = _holder(folder)
+    try:
+        res = CliRunner().invoke(app, [a.format(d=folder) for a in args])
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert res.exit_code == 1, res.output
+    assert res.output.strip().splitlines()[-1] == (
+        f"error: {folder}: another cudagen process (pid {holder.pid}) is writing this folder; "
+        "wait for it to end (a second writer would corrupt it)"
+    )
+
+
 @pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
 def test_readers_say_a_run_is_in_progress(tmp_path, args):
     from typer.testing import CliRunner
@@ -114,6 +137,7 @@ def test_readers_say_a_run_is_in_progress(tmp_path, args):
     from cudagen_data.cli import app
 
     folder = tmp_path / "ds"
+    (tmp_path / "p.jsonl").write_text('{"id": "x", "cuda_forward": ""}\n')
     holder = _holder(folder)
     try:
         res = CliRunner().invoke(app, [a.format(d=folder) for a in args])

@@ -175,7 +175,7 @@ def test_deterministic_and_resumable(made, dataset, tmp_path):
 def test_bad_input_is_one_error_line(dataset, tmp_path):
     runner = CliRunner()
     cases = [
-        ([str(tmp_path / "missing")], "no such dataset folder"),
+        ([str(tmp_path / "missing")], "no such file or folder"),
         ([str(dataset), "--per-row", "0"], "--per-row 0"),
         ([str(dataset), "--kinds", "operator_swapped,teleport"], "--kinds: unknown teleport"),
         ([str(tmp_path)], "manifest.json: not found"),

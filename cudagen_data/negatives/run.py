@@ -37,6 +37,7 @@ from ..contracts.manifest import DEFAULT_CONFIG, SPLITS, FileEntry, Manifest, Ma
 from ..contracts.negative import NEGATIVE_SCHEMA, NEGATIVES_CONFIG, NegativeRow
 from ..dataset import shards, store
 from ..dataset.files import DatasetError
+from ..dataset.lock import writer_lock
 from ..pipeline.config import versions
 from ..publish.card import split_num_bytes
 from ..publish.card_negatives import with_negatives
@@ -329,9 +330,15 @@ def make_negatives(
     progress: Callable[[int], None] | None = None,
 ) -> NegativesResult:
     """Add (or finish) the folder's ``negatives`` configuration; see the module docstring.
-    ``progress(n)`` is called with the number of positive rows each committed batch held."""
+    ``progress(n)`` is called with the number of positive rows each committed batch held.
+    Holds the folder's writer lock throughout (dataset/lock.py)."""
     root = Path(root)
     chosen = check_options(per_row, kinds, workers)
+    with writer_lock(root):
+        return _make_negatives(root, chosen, per_row, seed, workers, batch_rows, progress)
+
+
+def _make_negatives(root, chosen, per_row, seed, workers, batch_rows, progress) -> NegativesResult:
     manifest, positives = read_positives(root)
     folder = store.DatasetFolder(root, STATE_FILE)
     fingerprint = _fingerprint(manifest, per_row, chosen, seed)
