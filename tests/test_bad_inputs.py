@@ -51,6 +51,7 @@ CASES = [
     ("produce-ratios-words", "produce -o {new} --split-ratios a,b,c", "three numbers", 2),
     ("produce-executor", "produce -o {new} --executor slurm", "--executor 'slurm': use local or ray", 2),
     ("produce-ray-address-alone", "produce -o {new} --ray-address 1.2.3.4:6379", "needs --executor ray", 2),
+    ("produce-resources-fast", "produce -o {new} --resources --fast", "cannot be combined with --fast", 2),
     ("produce-unknown-option", "produce -o {new} --fats", "No such option: --fats", 2),
     ("produce-other-config", "produce -o {ds} --fast --count 7 -c arithmetic -w 0", "another configuration", 1),
     ("produce-other-version", "produce -o {old_version} --fast --count 6 -c arithmetic -w 0", "warp=0.0.1", 1),
