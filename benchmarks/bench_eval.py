@@ -1,10 +1,12 @@
 """`cudagen eval` benchmark: candidates/s through the ladder, and its floor, in one run.
 
     python benchmarks/bench_eval.py [--dataset DIR | --rows 60] [--candidates 400]
-                                    [--device cpu|cuda:0] [--workers N]
+                                    [--device cpu|cuda:0] [--workers N] [--partial]
+                                    [--run-stage-cpu ROWS]
 
 Candidates are each row's own CUDA plus every mutant of it (eval/mutants.py), repeated
-in that order up to --candidates (so most rows have several candidates, as in pass@k).
+in that order up to --candidates (so most rows have several candidates, as in pass@k);
+--partial adds the partial-work family (eval/mutants.py: make_partial_mutants).
 Rows come from --dataset (every split) or are produced first with the producer
 (--rows, not timed).
 
@@ -14,6 +16,11 @@ Rows come from --dataset (every split) or are produced first with the producer
   bookkeeping); overhead = judge / floor - 1.
 - cuda:N: the whole ladder on the GPU (target: 1,000 candidates in <= 120 s on an H100,
   16 workers), split into worker start-up, CPU stages and run stage.
+--run-stage-cpu ROWS: what the run stage's input sets cost, on Warp's CPU backend (no
+GPU needed): per row, the CPU reference (recorded, fresh and adversarial sets at every
+recorded size; once per row, shared by its candidates) and one judging of the row's own
+kernel on all of them (what each candidate pays in launches), against the judge before
+issue #23 (recorded + one fresh set, three guard fills each) measured in the same run.
 Both check that every candidate lands where it must (own CUDA: passes; each mutant:
 fails at its stage) and print the disagreements.
 """
@@ -61,8 +68,9 @@ def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict
     return rows, preambles
 
 
-def candidates(rows: list[dict], n: int):
+def candidates(rows: list[dict], n: int, partial: bool = False):
     from cudagen_data.eval import Candidate, make_mutants
+    from cudagen_data.eval.mutants import make_partial_mutants
 
     per_row = []
     for i, row in enumerate(rows):
@@ -71,6 +79,10 @@ def candidates(rows: list[dict], n: int):
             (row, Candidate(row["id"], m.forward), m.kind, m.stage)
             for m in make_mutants(row, rows[i + 1 : i + 2] or rows[:1])
         ]
+        if partial:
+            items += [
+                (row, Candidate(row["id"], m.forward, m.backward), m.kind, m.stage) for m in make_partial_mutants(row)
+            ]
         per_row.append(items)
     out = []
     while len(out) < n and per_row:
@@ -114,6 +126,69 @@ def front_end_floor(items, preambles, scorer) -> float:
     return time.perf_counter() - t0
 
 
+def run_stage_cpu(rows: list[dict]) -> int:
+    """Per row: the CPU reference and one judging of the row's own kernel on Warp's CPU
+    backend, now and as the judge was before issue #23 (recorded + one fresh set, every
+    set with the three guard fills), in the same run."""
+    import dataclasses
+
+    from cudagen_data import warp_boundary
+    from cudagen_data.eval.reference import ReferenceUnavailable, compute_reference
+    from cudagen_data.eval.run import GUARD_FILLS, judge_set, planned_runs, run_guarded
+    from cudagen_data.execution import CPU_OPT_LEVEL
+
+    def judged(ref, kernel, runs, backward):
+        for s, fill, with_backward in runs:
+            got = run_guarded(s.spec, kernel, "cpu", s.inputs, s.output_grads, backward and with_backward, fill)
+            if judge_set(ref, s, got, outputs_only=not with_backward):
+                return False
+        return True
+
+    totals = {"ref_now": 0.0, "ref_before": 0.0, "judge_now": 0.0, "judge_before": 0.0, "runs_now": 0, "runs_before": 0}
+    done = 0
+    for row in rows:
+        try:
+            t0 = time.perf_counter()
+            now = compute_reference(row, seed=1)
+            t1 = time.perf_counter()
+            before = compute_reference(row, seed=1, fresh_sets=1, adversarial=False, min_random_draws=1)
+            t2 = time.perf_counter()
+        except ReferenceUnavailable:
+            continue
+        before = dataclasses.replace(before, sets=[s for s in before.sets if s.name in ("recorded", "fresh 1")])
+        old_runs = [(s, fill, i == 0) for s in before.sets for i, fill in enumerate(GUARD_FILLS)]
+        spec, backward = now.spec, bool(row["cuda_backward"])
+        with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
+            module, kernels, _):  # fmt: skip
+            if kernels[0] is None or warp_boundary.build_module(module, "cpu") is not None:
+                continue
+            t3 = time.perf_counter()
+            ok_now = judged(now, kernels[0], planned_runs(now), backward)
+            t4 = time.perf_counter()
+            ok_before = judged(before, kernels[0], old_runs, backward)
+            t5 = time.perf_counter()
+        if not (ok_now and ok_before):
+            print(f"  WRONG: the row's own kernel fails its judging on the CPU: {row['id']} {row['kernel_name']}")
+        done += 1
+        totals["ref_now"] += t1 - t0
+        totals["ref_before"] += t2 - t1  # includes the CPU build of the row's module, as the other does
+        totals["judge_now"] += t4 - t3
+        totals["judge_before"] += t5 - t4
+        totals["runs_now"] += len(planned_runs(now))
+        totals["runs_before"] += len(old_runs)
+    n = max(done, 1)
+    print(f"run stage on the CPU backend, {done} rows (each row's own kernel):")
+    print(
+        f"  CPU reference per row (once per row, all its candidates): now {totals['ref_now'] / n:.3f} s, "
+        f"before {totals['ref_before'] / n:.3f} s, ratio {totals['ref_now'] / max(totals['ref_before'], 1e-9):.2f}"
+    )
+    now_ms, before_ms = 1000 * totals["judge_now"] / n, 1000 * totals["judge_before"] / n
+    print(f"  judging per candidate: now {totals['runs_now'] / n:.1f} launches in {now_ms:.1f} ms, "
+          f"before {totals['runs_before'] / n:.1f} launches in {before_ms:.1f} ms, "
+          f"ratio {now_ms / max(before_ms, 1e-9):.2f}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", type=Path, default=None)
@@ -121,12 +196,17 @@ def main() -> int:
     ap.add_argument("--candidates", type=int, default=400)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--workers", type=int, default=None, help="GPU worker processes (default: CPU cores)")
+    ap.add_argument("--partial", action="store_true", help="add the partial-work mutants (issue #23)")
+    ap.add_argument("--run-stage-cpu", type=int, default=0, metavar="ROWS",
+                    help="only measure the run stage's input sets on the CPU backend, on ROWS rows")  # fmt: skip
     args = ap.parse_args()
 
     from cudagen_data.eval import Scorer
 
     rows, preambles = load_rows(args.dataset, args.rows, args.workers or 0)
-    items = candidates(rows, args.candidates)
+    if args.run_stage_cpu:
+        return run_stage_cpu(rows[: args.run_stage_cpu])
+    items = candidates(rows, args.candidates, args.partial)
     gpu = args.device.startswith("cuda")
     print(
         f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: "
@@ -178,7 +258,8 @@ def main() -> int:
         from cudagen_data.eval.mutants import Mutant
 
         t2 = time.perf_counter()
-        found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run")) for k in passed_mutants]
+        found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run", items[k][1].backward))
+                 for k in passed_mutants]  # fmt: skip
         seen = verdicts(found, seed=scorer.seed, workers=args.workers)
         print(
             f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not "

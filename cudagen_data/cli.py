@@ -745,6 +745,12 @@ def eval_command(
     workers: int | None = typer.Option(
         None, "--workers", "-w", callback=_AT_LEAST_1, help="GPU worker processes (default: CPU cores)."
     ),
+    fresh_sets: int = typer.Option(
+        4,
+        "--fresh-sets",
+        callback=_AT_LEAST_1,
+        help="Fresh random input sets per recorded size (at least 12 per row in all).",
+    ),
 ) -> None:
     """Score model-written CUDA against a dataset's rows: structure, NVRTC compile, GPU run (see GPU_TESTING.md)."""
     from .eval import EvalInputError, evaluate, format_report
@@ -752,7 +758,8 @@ def eval_command(
 
     _refuse_if_writing(dataset)
     try:
-        rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers, report_path=report)
+        rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers,
+                       report_path=report, fresh_sets=fresh_sets)  # fmt: skip
     except (EvalInputError, PoolError) as exc:
         _fail(str(exc), 2)
     typer.echo(format_report(rep))

@@ -165,11 +165,53 @@ def peak_and_bins(x: wp.array(dtype=float), peak: wp.array(dtype=float), bins: w
     ),
 }
 
+# The judge's known escapes (issue #23), as rows: partial-work mutants of these must fail
+# or be witnessed equivalent (tests/test_eval.py, tests/gpu/test_eval_gpu.py).
+ESCAPE_KERNELS: dict[str, tuple[str, tuple[ArgSpec, ...], tuple[int, ...], int | None]] = {
+    # a two-level min reduction: 16 threads each fold a strided slice, then atomic_min
+    "min_two_level": ("""import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+@wp.kernel
+def min_two_level(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    t = wp.tid()
+    m = float(1.0e30)
+    for k in range(t, 256, 16):
+        m = wp.min(m, x[k])
+    wp.atomic_min(out, 0, m)
+""", (_arr("x", "float32", (256,)), _arr("out", "float32", (1,), "inout", (5.0, 5.0))),
+        (16,), None),
+    # outputs that ignore the inputs (u and gain reach nothing stored)
+    "correct_totals": ("""import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+@wp.kernel
+def correct_totals(u: wp.array(dtype=float), gain: float, counter: wp.array(dtype=int)):
+    gid = wp.tid()
+    ratio = u[gid] * gain
+    wp.atomic_or(counter, 0, 1 << (gid % 16))
+""", (_arr("u", "float32", (40,)), ArgSpec("gain", "scalar", "float32"),
+      _arr("counter", "int32", (1,), "out")), (40,), None),
+    # a tile of 64 elements on 128 lanes: lanes 64..127 hold no tile element
+    "tile_idle_lanes": ("""import warp as wp
+
+TILE = wp.constant(64)
+
+@wp.kernel
+def tile_idle(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    t = wp.tile_load(x, shape=TILE, offset=i * TILE)
+    wp.tile_atomic_add(total, wp.tile_sum(t))
+""", (_arr("x", "float32", (256,)), _arr("total", "float32", (1,), "out")), (4,), 128),
+}  # fmt: skip
+
 CATEGORY = "handmade"
 
 
 def kernel_spec(name: str, index: int = 0) -> KernelSpec:
-    source, args, launch_dim, block_dim = KERNELS[name]
+    source, args, launch_dim, block_dim = {**KERNELS, **ESCAPE_KERNELS}[name]
     kernel_name = source.split("@wp.kernel\ndef ", 1)[1].split("(", 1)[0]
     return KernelSpec(CATEGORY, kernel_name, source, args, launch_dim, "basic", block_dim=block_dim, index=index)
 

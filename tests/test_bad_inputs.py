@@ -105,6 +105,7 @@ CASES = [
     ("eval-device", "eval {file} --dataset {ds} --device gpu", "--device gpu: use cpu or cuda:N", 2),
     ("eval-seed-negative", "eval {file} --dataset {ds} --seed -4", "--seed -4: must be at least 0", 2),
     ("eval-workers-0", "eval {file} --dataset {ds} --workers 0", "--workers 0: must be at least 1", 2),
+    ("eval-fresh-sets-0", "eval {file} --dataset {ds} --fresh-sets 0", "--fresh-sets 0: must be at least 1", 2),
     ("eval-report-folder", "eval {file} --dataset {ds} --report {tmp}", "--report {tmp}: a folder, not a file", 2),
     # ---- publish
     ("publish-missing", "publish {new} --repo-id a/b --dry-run", "{new}: no such file or folder", 2),

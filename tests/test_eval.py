@@ -218,6 +218,10 @@ def test_a_backward_for_a_row_without_one_fails_structure(rows, scorer, dataset)
 def _judge_python(ref, source: str, outputs_only: bool = False) -> list[str]:
     """Run a Python kernel (a stand-in for a candidate) through the run stage's launch and judge."""
     spec = dataclasses.replace(ref.spec, python_source=source)
+
+    def with_source(size_spec):
+        return dataclasses.replace(size_spec, python_source=source)
+
     with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
         module,
         kernels,
@@ -229,9 +233,11 @@ def _judge_python(ref, source: str, outputs_only: bool = False) -> list[str]:
             return [
                 f
                 for s in ref.sets
-                for f in judge_set(ref, s, run_guarded(spec, kernels[0], "cpu", s.inputs, {}, False), outputs_only=True)
+                for f in judge_set(
+                    ref, s, run_guarded(with_source(s.spec), kernels[0], "cpu", s.inputs, {}, False), outputs_only=True
+                )
             ]
-        return judge_kernel(ref, kernels[0], "cpu", True, spec=spec)
+        return judge_kernel(ref, kernels[0], "cpu", True, spec_for=with_source)
 
 
 @pytest.fixture(scope="module")
@@ -239,16 +245,20 @@ def chain_reference(rows):
     return compute_reference(rows[0], seed=12345)
 
 
-def test_reference_has_recorded_and_fresh_inputs(chain_reference, rows):
+def test_reference_has_recorded_fresh_and_adversarial_inputs(chain_reference, rows):
     ref = chain_reference
-    assert [s.name for s in ref.sets] == ["recorded", "fresh"] and ref.twin == "ok"
-    recorded, fresh = ref.sets
-    assert not np.array_equal(recorded.inputs["x"], fresh.inputs["x"])
-    assert fresh.cpu32 and fresh.ref64 and "x.grad" in fresh.expected
-    again = compute_reference(rows[0], seed=12345).sets[1]
-    assert np.array_equal(again.inputs["x"], fresh.inputs["x"])  # the seed decides the fresh inputs
-    other = compute_reference(rows[0], seed=54321).sets[1]
-    assert not np.array_equal(other.inputs["x"], fresh.inputs["x"])
+    assert ref.twin == "ok" and ref.summary() == {"sets": 19, "recorded": 1, "fresh": 12, "adversarial": 6,
+                                                  "sizes": [[64]]}  # fmt: skip
+    recorded = ref.sets[0]
+    fresh = [s for s in ref.sets if s.kind == "fresh"]
+    assert recorded.name == "recorded" and len({s.inputs["x"].tobytes() for s in fresh + [recorded]}) == 13
+    assert all(s.cpu32 and s.ref64 and "x.grad" in s.expected for s in fresh)
+    again = [s for s in compute_reference(rows[0], seed=12345).sets if s.kind == "fresh"]
+    assert all(
+        np.array_equal(a.inputs["x"], b.inputs["x"]) for a, b in zip(again, fresh, strict=True)
+    )  # the seed decides
+    other = [s for s in compute_reference(rows[0], seed=54321, fresh_sets=13).sets if s.kind == "fresh"]
+    assert len(other) == 13 and not any(np.array_equal(o.inputs["x"], f.inputs["x"]) for o in other for f in fresh)
 
 
 def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_reference):
@@ -269,8 +279,10 @@ def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_refere
     )
     src = chain_reference.spec.python_source
     failures = _judge_python(chain_reference, src[: src.index("    y[i] =")] + body, outputs_only=True)
-    assert any(f.startswith("fresh inputs: output 'y'") for f in failures), failures
-    assert not any(f.startswith("recorded inputs: output") for f in failures), failures  # its outputs do match there
+    assert any(f.startswith("fresh 1 inputs (launch 64): output 'y'") for f in failures), failures
+    assert not any(f.startswith("recorded inputs (launch 64): output") for f in failures), (
+        failures
+    )  # its outputs do match there
 
 
 def test_constant_output_never_passes_where_the_reference_varies(chain_reference):
@@ -281,7 +293,7 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
     s = dataclasses.replace(s, expected={"y": varying})
     assert judge_set(chain_reference, s, Measured({"y": varying.copy()})) == []
     failures = judge_set(chain_reference, s, Measured({"y": np.ones(64, np.float32)}))
-    assert failures == ["recorded inputs: output 'y' is constant where the reference varies"]
+    assert failures == ["recorded inputs (launch 64): output 'y' is constant where the reference varies"]
     flat = dataclasses.replace(s, expected={"y": np.ones(64, np.float32)})
     assert (
         judge_set(chain_reference, flat, Measured({"y": np.ones(64, np.float32)})) == []
@@ -632,3 +644,134 @@ def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
         scores = s.score_many(pairs)
     got = [(name, kind, sc.reached) for (name, kind, _), sc in zip(expected, scores, strict=False)]
     assert got == expected, [(e, sc.failed) for e, g, sc in zip(expected, got, scores, strict=False) if e != g]
+
+
+# --------------------------------------------------------------------------- partial work (issue #23)
+
+
+@pytest.fixture(scope="module")
+def partial_rows() -> dict[str, dict]:
+    """The issue's known escapes, and rows of every kind of kernel (plain, atomic, tile, forward-only)."""
+    names = [*kernel_rows.ESCAPE_KERNELS, "chain", "atomic", "tile"]
+    return dict(zip(names, kernel_rows.make_rows(names), strict=True))
+
+
+# What the CPU witness must say of each partial-work mutant of each row: every one is
+# caught, but those the witness shows compute the same results on every input set.
+PARTIAL_EXPECTED = {
+    "min_two_level": {"partial_first_element": "observable", "partial_first_half": "observable",
+                      "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
+                      "skipped_work": "observable", "replayed_outputs": "observable"},
+    # 40 threads OR 1 << (gid % 16) into one word: the first 20 (or 39) already set all 16 bits.
+    # One recorded size: a table of the only output an input-blind kernel has is right on
+    # every input (the producer rejects such rows; several sizes catch it, below)
+    "correct_totals": {"partial_first_element": "observable", "partial_first_half": "equivalent",
+                       "partial_all_but_last_element": "equivalent", "partial_all_but_last_block": "observable",
+                       "skipped_work": "observable", "replayed_outputs": "equivalent"},
+    # the last lane of a block holds no tile element: equivalent, and the witness says which lanes
+    "tile_idle_lanes": {"partial_first_element": "unknown", "partial_first_half": "observable",
+                        "partial_first_block": "observable", "partial_all_but_last_element": "equivalent",
+                        "partial_all_but_last_block": "observable", "skipped_work": "observable",
+                        "backward_empty": "observable", "backward_partial": "observable",
+                        "replayed_outputs": "observable"},
+    "chain": {"partial_first_element": "observable", "partial_first_half": "observable",
+              "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
+              "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
+              "replayed_outputs": "observable"},
+    "atomic": {"partial_first_element": "observable", "partial_first_half": "observable",
+               "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
+               "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
+               "replayed_outputs": "observable"},
+    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block has no CPU counterpart
+    "tile": {"partial_first_element": "unknown", "partial_first_half": "observable",
+             "partial_first_block": "observable", "partial_all_but_last_element": "unknown",
+             "partial_all_but_last_block": "observable",
+             "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
+             "replayed_outputs": "observable"},
+}  # fmt: skip
+
+
+def test_every_partial_work_mutant_is_caught_or_witnessed_equivalent(partial_rows):
+    """The partial-work family on the CPU witness (the same thread mask or table replay in
+    Warp's CPU kernel, judged as the run stage judges, on the same input sets)."""
+    from cudagen_data.eval.mutants import make_partial_mutants
+
+    got, details, refs, mutants = {}, {}, {}, {}
+    for name, row in partial_rows.items():
+        ref = refs[name] = compute_reference(row, seed=11)
+        got[name] = {}
+        for m in make_partial_mutants(row):
+            v = mutant_verdict(row, m, ref)
+            got[name][m.kind], details[(name, m.kind)], mutants[(name, m.kind)] = v.status, v.detail, m
+    assert got == PARTIAL_EXPECTED, [
+        (k, details[k]) for k in details if got[k[0]][k[1]] != PARTIAL_EXPECTED[k[0]].get(k[1])
+    ]
+    # the partial min: caught for sure by the decisive element at the last index alone
+    low_last = [s for s in refs["min_two_level"].sets if s.name == "adversarial low @ last"]
+    only = dataclasses.replace(refs["min_two_level"], sets=low_last)
+    for kind in ("partial_first_half", "partial_all_but_last_element", "partial_all_but_last_block"):
+        v = mutant_verdict(partial_rows["min_two_level"], mutants[("min_two_level", kind)], only)
+        assert v.status == "observable" and v.detail.startswith("adversarial low @ last"), (kind, v)
+    # the table replay is caught on fresh inputs (it is right on the recorded ones)
+    assert not details[("chain", "replayed_outputs")].startswith("recorded")
+    assert "cut blocks (127)" in details[("tile_idle_lanes", "partial_all_but_last_element")]
+    assert "hold no tile element" in details[("tile_idle_lanes", "partial_all_but_last_element")]
+    assert "lanes 31" in details[("tile", "partial_all_but_last_element")]
+
+
+def test_partial_work_mutants_compile_and_keep_the_rows_own_code(partial_rows, dataset):
+    """Every partial-work mutant is a candidate that passes structure and NVRTC (the run
+    stage is where it must fail); backward mutants keep the row's own forward."""
+    from cudagen_data.eval.mutants import PARTIAL_KINDS, make_partial_mutants
+
+    _, preambles = dataset
+    pairs, kinds = [], set()
+    for row in partial_rows.values():
+        for m in make_partial_mutants(row):
+            assert m.stage == "run" and (m.backward is None) == (not m.kind.startswith("backward_"))
+            if m.backward is not None:
+                assert m.forward == row["cuda_forward"] and m.backward != row["cuda_backward"]
+            pairs.append((row, Candidate(row["id"], m.forward, m.backward)))
+            kinds.add(m.kind)
+    assert kinds == set(PARTIAL_KINDS)
+    with Scorer("cpu", full_compile=False, seed=1) as s:
+        scores = s.score_many(pairs, preambles)
+    assert [sc.reached for sc in scores] == ["compile"] * len(pairs), [sc.failed for sc in scores if sc.failed]
+
+
+def test_a_partial_candidate_right_on_half_the_inputs_passes_well_under_one_percent():
+    """The judge's own draws (reference.py), in NumPy: a min over 256 elements whose
+    candidate folds only the first half (right where the minimum lies there: p = 1/2),
+    and a sum that drops the last element (right only where it is 0: p = 0)."""
+    from cudagen_data.eval.reference import (
+        ADVERSARIAL_PLACES,
+        ADVERSARIAL_SIDES,
+        MIN_RANDOM_DRAWS,
+        draw_adversarial,
+        draw_fresh,
+        draw_rng,
+        fresh_per_size,
+    )
+
+    spec = kernel_rows.kernel_spec("chain")
+    spec = dataclasses.replace(spec, args=(kernel_rows._arr("x", "float32", (256,)),), launch_dim=(16,))
+    draws = fresh_per_size(4, 1)
+    assert draws == MIN_RANDOM_DRAWS >= 12
+    trials, passed_random, passed_all = 1000, 0, 0
+    for seed in range(trials):
+        random_sets = [draw_fresh(spec, draw_rng(seed, "row", 0, f"fresh {k}", 0))[0]["x"] for k in range(draws)]
+        adversarial = [draw_adversarial(spec, draw_rng(seed, "row", 0, f"{s}@{p}", 0), s, p)[0]["x"]
+                       for p in ADVERSARIAL_PLACES for s in ADVERSARIAL_SIDES]  # fmt: skip
+        right = [x[:128].min() == x.min() for x in random_sets]
+        passed_random += all(right)
+        passed_all += all(right) and all(x[:128].min() == x.min() for x in adversarial)
+    # p**12 = 1/4096 at p = 1/2: expected 0.24 passes in 1,000 trials
+    assert passed_random / trials < 0.005 and passed_all == 0, (passed_random, passed_all)
+    single = sum(
+        draw_fresh(spec, draw_rng(seed, "row", 0, "fresh 1", 0))[0]["x"][:128].min()
+        == draw_fresh(spec, draw_rng(seed, "row", 0, "fresh 1", 0))[0]["x"].min()
+        for seed in range(trials)
+    )
+    assert 0.4 < single / trials < 0.6  # one fresh set (the judge before): the partial min passes half the time
+    x_last = [draw_adversarial(spec, draw_rng(s, "row", 0, "a", 0), "low", "last")[0]["x"] for s in range(50)]
+    assert all(x[-1] == -1.0 and x[:-1].min() >= 0.0 for x in x_last)  # the decisive element, last

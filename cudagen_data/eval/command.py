@@ -18,6 +18,7 @@ from .. import __version__
 from ..contracts import Manifest, ManifestError
 from ..dataset.store import DatasetError
 from ..dataset.verify import iter_rows_from
+from .reference import DEFAULT_FRESH_SETS
 from .report import EvalReport, Result
 from .score import Candidate, RowProblem, Scorer
 
@@ -100,6 +101,7 @@ def evaluate(
     seed: int | None = None,
     workers: int | None = None,
     report_path: str | Path | None = None,
+    fresh_sets: int = DEFAULT_FRESH_SETS,
 ) -> EvalReport:
     """Score every prediction; write the JSON report if asked.  Raises EvalInputError."""
     started = time.perf_counter()
@@ -110,7 +112,7 @@ def evaluate(
         raise EvalInputError(str(exc)) from None
     env = _environment(device)
     cands = list(read_predictions(predictions, rows, split))
-    with Scorer(device, workers=workers, seed=seed) as scorer:
+    with Scorer(device, workers=workers, seed=seed, fresh_sets=fresh_sets) as scorer:
         try:
             scores = scorer.score_many([(rows[c.row_id], c) for _, c in cands], preambles)
         except RowProblem as exc:

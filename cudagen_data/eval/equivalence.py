@@ -40,7 +40,17 @@ import orjson
 from .. import warp_boundary
 from ..execution import CPU_OPT_LEVEL
 from ..extract import DEFAULT_BLOCK_DIM
-from .mutants import BODY_EDITS, Mutant
+from .mutants import (
+    BODY_EDITS,
+    PARTIAL_KINDS,
+    PARTIAL_MASKS,
+    Mutant,
+    block_size,
+    gpu_threads,
+    masked_cpu,
+    replayed_cpu,
+    tile_lanes,
+)
 from .reference import Reference, compute_reference
 from .run import judge_kernel
 
@@ -71,13 +81,18 @@ def widened_launch(launch_dim, block_dim: int = DEFAULT_BLOCK_DIM) -> tuple[int,
 
 def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     """Can ``mutant`` be told apart from ``row``'s kernel on ``ref``'s input sets?"""
+    if mutant.kind in PARTIAL_KINDS:
+        return partial_verdict(row, mutant, ref)
     edit = BODY_EDITS.get(mutant.kind)
     if edit is None and mutant.kind != "bounds_check_dropped":
         return Verdict("unknown", f"no CPU counterpart for a {mutant.kind} mutant")
     cuda_change = _changed_lines(row["cuda_forward"], mutant.forward)
     spec = ref.spec
-    if edit is None:
-        spec = dataclasses.replace(spec, launch_dim=widened_launch(spec.launch_dim))
+
+    def widened(size_spec):
+        return dataclasses.replace(size_spec, launch_dim=widened_launch(size_spec.launch_dim))
+
+    spec_for = widened if edit is None else None
     with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
         module,
         kernels,
@@ -100,7 +115,7 @@ def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
             if problem is not None:
                 return Verdict("unknown", f"the edited kernel does not build on the CPU: {problem}")
             failures = judge_kernel(
-                ref, kernel, "cpu", bool(row["cuda_backward"]), spec=spec, guard_elements=ORACLE_GUARD_ELEMENTS
+                ref, kernel, "cpu", bool(row["cuda_backward"]), spec_for=spec_for, guard_elements=ORACLE_GUARD_ELEMENTS
             )
     if failures:
         superset = edit is None and len(spec.launch_dim) > 1
@@ -110,9 +125,88 @@ def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     return Verdict("equivalent", "its results pass the judge on every input set and guard fill")
 
 
+def _lanes(values) -> str:
+    values = sorted(set(int(v) for v in values))
+    return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
+
+
+def lanes_cut(row: dict, mutant: Mutant) -> tuple[list[int], int]:
+    """For a tile kernel: (the lanes the mutant skips in blocks where other lanes still
+    work, the lanes of a block that hold tile elements).  The CPU runs one task per
+    block, so it can only witness whole blocks kept or dropped."""
+    mask, block = PARTIAL_MASKS[mutant.kind], block_size(row)
+    skipped: list[int] = []
+    for threads in gpu_threads(row):
+        kept = mask.kept(threads, block).reshape(-1, block)
+        mixed = kept[~(kept == kept[:, :1]).all(axis=1)]
+        skipped += [int(lane) for lane in np.nonzero(~mixed)[1]]
+    text = mutant.backward if mask.part == "backward" else mutant.forward
+    return skipped, min(tile_lanes(text), block)
+
+
+def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
+    """The witness of a partial-work mutant: the same thread mask (or table replay) in
+    Warp's CPU kernel function, judged as the run stage judges on the same input sets.
+    A tile kernel's mask that cuts through blocks is first reduced to whole blocks: where
+    the lanes it skips hold no tile element (lanes at or past the largest tile's element
+    count; Warp spreads a tile over lanes 0, 1, ... in turn), a cut block computes what
+    the whole block would, and the CPU witness runs the block-level mask (a block works
+    when its lane 0 does); else there is no CPU counterpart and the GPU must reject it."""
+    tiled, note = bool(row["block_dim"]), ""
+    if mutant.kind == "replayed_outputs":
+        part = "forward"
+
+        def edit(text):
+            return replayed_cpu(row, text)
+    else:
+        mask, block = PARTIAL_MASKS[mutant.kind], block_size(row)
+        part = mask.part
+        if tiled:
+            skipped, working = lanes_cut(row, mutant)
+            if skipped and min(skipped) < working:
+                why = f"skips lanes {_lanes(skipped)} of blocks whose other lanes work; lanes below {working} hold"
+                return Verdict("unknown", why + " tile elements: no CPU counterpart; the GPU must reject it")
+            if skipped:
+                note = (f"; the lanes it skips of cut blocks ({_lanes(skipped)}) hold no tile element "
+                        f"(the largest tile has {working}), so those blocks ran whole")  # fmt: skip
+
+        def edit(text):
+            return masked_cpu(text, mask, block, tiled)
+
+    spec = ref.spec
+    with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
+        module,
+        kernels,
+        errors,
+    ):
+        kernel = kernels[0]
+        if kernel is None:
+            return Verdict("unknown", f"the row's kernel does not load: {errors[0]}")
+        with warp_boundary.fresh_kernel_cache():
+            try:
+                with warp_boundary.edited_cpu_functions(module, [(kernel, part, edit)]):
+                    problem = warp_boundary.build_module(module, "cpu")
+            except warp_boundary.SubstitutionMissing as exc:
+                return Verdict("unknown", str(exc))
+            if problem is not None:
+                return Verdict("unknown", f"the edited kernel does not build on the CPU: {problem}")
+            backward = bool(row["cuda_backward"])
+            failures = judge_kernel(ref, kernel, "cpu", backward, guard_elements=ORACLE_GUARD_ELEMENTS)
+    if failures:
+        return Verdict("observable", failures[0] + note)
+    return Verdict("equivalent", f"its results pass the judge on every input set and guard fill ({part} edited){note}")
+
+
 def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
     payload = orjson.dumps(
-        {"row": row, "kind": mutant.kind, "forward": mutant.forward, "stage": mutant.stage, "seed": seed}
+        {
+            "row": row,
+            "kind": mutant.kind,
+            "forward": mutant.forward,
+            "stage": mutant.stage,
+            "seed": seed,
+            "backward": mutant.backward,
+        }  # fmt: skip
     )
     try:
         done = subprocess.run(
@@ -142,7 +236,7 @@ def _main() -> None:
     job = orjson.loads(sys.stdin.buffer.read())
     row = job["row"]
     verdict = mutant_verdict(
-        row, Mutant(job["kind"], job["forward"], job["stage"]), compute_reference(row, job["seed"])
+        row, Mutant(job["kind"], job["forward"], job["stage"], job.get("backward")), compute_reference(row, job["seed"])
     )
     sys.stdout.write(orjson.dumps(dataclasses.asdict(verdict)).decode() + "\n")
 

@@ -29,13 +29,15 @@ on a row's inputs at all is decided separately, on the CPU (equivalence.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import orjson
 
+from ..contracts.test_vectors import TestVectors
 from ..extract import DEFAULT_BLOCK_DIM
+from ..spec import DTYPES
 from .structure import StructureError, kernel_shape
 
 
@@ -44,6 +46,7 @@ class Mutant:
     kind: str
     forward: str
     stage: str  # the stage that must reject it: structure, compile or run
+    backward: str | None = None  # the candidate's backward (partial-work mutants of the backward only)
 
 
 _SWAPS = (("wp::add(", "wp::sub("), ("wp::sub(", "wp::add("), ("wp::min(", "wp::max("), ("wp::max(", "wp::min("),
@@ -237,3 +240,186 @@ def make_mutants(row: dict, others: Sequence[dict] = ()) -> list[Mutant]:
 # The mutants that edit the statements of the forward body, which Warp generates alike for
 # CUDA and the CPU: equivalence.py applies the same edit to the CPU forward.
 BODY_EDITS = {"operator_swapped": operator_swapped, "index_off_by_one": index_off_by_one, "writes_zeros": writes_zeros}
+
+
+# --------------------------------------------------------------------------- partial work
+#
+# A second family, kept apart from the operator/index mutants above: kernels that do only
+# part of the job, the reward hacks a policy finds first (issue #23).  Each keeps the
+# row's own code and stops some threads before their work (a ThreadMask), or replaces
+# the work with a table of the recorded outputs:
+#
+# ==============================  =========================================================
+# kind                            the threads that still work (I: thread, N: threads, B: block)
+# ==============================  =========================================================
+# partial_first_element           I < 1
+# partial_first_half              I < N / 2
+# partial_first_block             I < B
+# partial_all_but_last_element    I + 1 < N
+# partial_all_but_last_block      I < (N - 1) / B * B
+# skipped_work                    none
+# replayed_outputs                none; thread 0 writes the recorded outputs (first size) from a table
+# backward_empty                  right forward; no thread runs the backward
+# backward_partial                right forward; the backward's first half of the threads
+# ==============================  =========================================================
+#
+# I is Warp's flat thread index (``_idx`` in CUDA, ``task_index`` on the CPU), B the GPU
+# block size (the row's block_dim for tile kernels, else Warp's default): literals, so
+# "the first block" means the same threads on the GPU and on the CPU.  A mask that keeps
+# every thread at every recorded size is not made.  equivalence.py applies the same mask
+# to Warp's CPU forward (or backward) for the witness; for a tile kernel the CPU runs one
+# task per block, so a mask that cuts through blocks (lanes) is witnessed by which lanes
+# hold tile elements instead (``tile_lanes``).
+
+
+@dataclass(frozen=True)
+class ThreadMask:
+    keep: str  # C condition on {i}, {n}, {b}
+    kept_np: Callable[[np.ndarray, int, int], np.ndarray]  # the same condition in NumPy
+    part: str = "forward"  # the function it edits: forward or backward
+
+    def c(self, i: str, n: str, b: str) -> str:
+        return self.keep.format(i=i, n=n, b=b)
+
+    def kept(self, threads: int, block: int) -> np.ndarray:
+        """Which of ``threads`` threads do their work."""
+        i = np.arange(threads, dtype=np.int64)
+        return np.broadcast_to(self.kept_np(i, threads, block), (threads,))
+
+
+PARTIAL_MASKS = {
+    "partial_first_element": ThreadMask("{i} < 1", lambda i, n, b: i < 1),
+    "partial_first_half": ThreadMask("{i} < {n} / 2", lambda i, n, b: i < n // 2),
+    "partial_first_block": ThreadMask("{i} < {b}", lambda i, n, b: i < b),
+    "partial_all_but_last_element": ThreadMask("{i} + 1 < {n}", lambda i, n, b: i + 1 < n),
+    "partial_all_but_last_block": ThreadMask("{i} < ({n} - 1) / {b} * {b}", lambda i, n, b: i < (n - 1) // b * b),
+    "skipped_work": ThreadMask("false", lambda i, n, b: i < 0),
+    "backward_empty": ThreadMask("false", lambda i, n, b: i < 0, "backward"),
+    "backward_partial": ThreadMask("{i} < {n} / 2", lambda i, n, b: i < n // 2, "backward"),
+}
+PARTIAL_KINDS = (*PARTIAL_MASKS, "replayed_outputs")
+REPLAY_LIMIT = 1 << 14  # scalars of recorded outputs a replay table holds at most
+
+_LOOP_BODY = re.compile(r"for \(size_t _idx = [^;]*;\s*_idx < dim\.size;\s*_idx \+= [^\n]*\)[ \t]*\n[ \t]*\{\n")
+_CPU_ARGS = re.compile(r"^[ \t]*[^\n]*= _wp_(?:adj_)?args->[\w.]+;\n", re.M)
+_TILE_SHAPE = re.compile(r"tile_shape_t<([\d,\s]+)>")
+
+
+def block_size(row: dict) -> int:
+    return int(row["block_dim"] or DEFAULT_BLOCK_DIM)
+
+
+def gpu_threads(row: dict) -> list[int]:
+    """Threads a GPU launch of the row runs, per recorded size (tile kernels: blocks x lanes)."""
+    lanes = int(row["block_dim"]) if row.get("block_dim") else 1
+    return [int(np.prod(row["launch_dim"])) * lanes]
+
+
+def masked_cuda(kernel_text: str, mask: ThreadMask, block: int) -> str | None:
+    """The CUDA kernel with its threads masked at the top of the grid-stride loop body."""
+    m = _LOOP_BODY.search(kernel_text)
+    if not m:
+        return None
+    guard = f"        if (!({mask.c('_idx', 'dim.size', f'(size_t){block}')})) continue;  // partial work\n"
+    return kernel_text[: m.end()] + guard + kernel_text[m.end() :]
+
+
+def masked_cpu(function_text: str, mask: ThreadMask, block: int, tiled: bool) -> str | None:
+    """The same mask in Warp's CPU kernel function (one task per thread; for a tile kernel,
+    one task per block: the mask must then keep or drop whole blocks)."""
+    ms = list(_CPU_ARGS.finditer(function_text))
+    if not ms:
+        return None
+    if tiled:
+        cond = mask.c(f"(task_index * {block})", f"(dim.size * {block})", f"(size_t){block}")
+    else:
+        cond = mask.c("task_index", "dim.size", f"(size_t){block}")
+    at = ms[-1].end()
+    return function_text[:at] + f"    if (!({cond})) return;  // partial work\n" + function_text[at:]
+
+
+def _replay_table(arg: dict, value: np.ndarray) -> tuple[str, str, int] | None:
+    """(C unsigned type, table literal, scalars) of an output's recorded value, as raw bits."""
+    np_dtype, comp = DTYPES[arg["dtype"]]
+    data = np.ascontiguousarray(np.asarray(value, dtype=np_dtype)).reshape(-1)
+    if data.size > REPLAY_LIMIT:
+        return None
+    size = data.dtype.itemsize
+    ctype = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}[size]
+    bits = data.view(f"uint{8 * size}")
+    suffix = "ull" if size == 8 else "u"
+    return ctype, ", ".join(f"0x{int(b):x}{suffix}" for b in bits), int(data.size)
+
+
+def replay_code(row: dict, first: str) -> str | None:
+    """C statements: where ``first`` holds, write every output's recorded value (first
+    size) from a table of raw bits, as many scalars as the array holds."""
+    outputs = TestVectors.from_json(row["test_vectors"]).decoded()["outputs"]
+    args = [a for a in orjson.loads(row["arg_specs"]) if a["kind"] == "array" and a["role"] != "in"]
+    writes = []
+    for a in args:
+        if a["name"] not in outputs:
+            continue
+        table = _replay_table(a, outputs[a["name"]])
+        if table is None:
+            return None
+        ctype, literal, n = table
+        comps = int(np.prod(DTYPES[a["dtype"]][1], dtype=np.int64))
+        held = " * ".join([f"(size_t)var_{a['name']}.shape[{d}]" for d in range(len(a["shape"]))] + [str(comps)])
+        store = f"(({ctype}*)var_{a['name']}.data)[k] = cudagen_table[k];"
+        writes.append(
+            f"{{ const {ctype} cudagen_table[{n}] = {{{literal}}};\n"
+            f"          for (size_t k = 0; k < {n} && k < {held}; ++k) {store} }}"
+        )
+    if not writes:
+        return None
+    return f"if ({first}) {{\n          " + "\n          ".join(writes) + "\n        }\n"
+
+
+def replayed_outputs(row: dict) -> str | None:
+    """The forward with the work replaced by a replay of the recorded outputs (thread 0)."""
+    code = replay_code(row, "_idx == 0")
+    m = _LOOP_BODY.search(row["cuda_forward"])
+    if code is None or not m:
+        return None
+    fwd = row["cuda_forward"]
+    return fwd[: m.end()] + "        " + code + "        continue;  // replayed\n" + fwd[m.end() :]
+
+
+def replayed_cpu(row: dict, function_text: str) -> str | None:
+    code = replay_code(row, "task_index == 0")
+    ms = list(_CPU_ARGS.finditer(function_text))
+    if code is None or not ms:
+        return None
+    at = ms[-1].end()
+    return function_text[:at] + "    " + code + "    return;  // replayed\n" + function_text[at:]
+
+
+def tile_lanes(kernel_text: str) -> int:
+    """Lanes of a block that hold tile elements: the largest tile's element count (Warp
+    spreads a tile's elements over lanes 0, 1, ... in turn)."""
+    counts = [int(np.prod([int(d) for d in m.group(1).split(",")])) for m in _TILE_SHAPE.finditer(kernel_text)]
+    return max(counts, default=0)
+
+
+def make_partial_mutants(row: dict) -> list[Mutant]:
+    """Every partial-work mutant that applies to ``row`` (all run-stage mutants)."""
+    block, threads = block_size(row), gpu_threads(row)
+    out = []
+    for kind, mask in PARTIAL_MASKS.items():
+        if not any(not mask.kept(n, block).all() for n in threads):
+            continue  # keeps every thread at every size: no mutant
+        if mask.part == "backward":
+            if not row["cuda_backward"]:
+                continue
+            text = masked_cuda(row["cuda_backward"], mask, block)
+            if text is not None:
+                out.append(Mutant(kind, row["cuda_forward"], "run", backward=text))
+            continue
+        text = masked_cuda(row["cuda_forward"], mask, block)
+        if text is not None:
+            out.append(Mutant(kind, text, "run"))
+    replay = replayed_outputs(row) if row.get("test_vectors") else None
+    if replay is not None:
+        out.append(Mutant("replayed_outputs", replay, "run"))
+    return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
 from ..pipeline.pool import PipeWorker
+from .reference import DEFAULT_FRESH_SETS
 from .structure import row_key
 
 EXIT_CONTEXT_LOST = 3
@@ -37,6 +38,7 @@ class Job:
     row: dict
     seed: int
     candidates: list[tuple[int, str, str | None]]  # (key, forward, backward or None)
+    fresh_sets: int = DEFAULT_FRESH_SETS
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Outcome:
     build: str = ""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    input_sets: dict = field(default_factory=dict)  # Reference.summary(): sets run, by kind, and sizes
 
 
 def process_job(job: Job, device: str, cache: OrderedDict):
@@ -56,11 +59,11 @@ def process_job(job: Job, device: str, cache: OrderedDict):
     from .reference import ReferenceUnavailable, compute_reference
     from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
 
-    key = (row_key(job.row), job.seed)
+    key = (row_key(job.row), job.seed, job.fresh_sets)
     ref = cache.get(key)
     if ref is None:
         try:
-            ref = compute_reference(job.row, job.seed)
+            ref = compute_reference(job.row, job.seed, job.fresh_sets)
         except ReferenceUnavailable as exc:
             ref = exc
         cache[key] = ref
@@ -76,7 +79,8 @@ def process_job(job: Job, device: str, cache: OrderedDict):
         try:
             with candidate_kernel(job.row, forward, backward, device) as (kernel, built):
                 failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
-            outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=list(ref.notes))
+            outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=list(ref.notes),
+                              input_sets=ref.summary())  # fmt: skip
         except CandidateBuildFailed as exc:
             outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")
         except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
@@ -191,7 +195,7 @@ class WorkerPool:
                     startup_deaths += 1
                     if startup_deaths > 3:
                         raise PoolError(f"worker processes die while starting ({w.exit_reason()})")
-                    queue.appendleft(Job(job.row, job.seed, left))
+                    queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets))
                 elif not w.referenced:  # the row's own kernel crashed the CPU reference run
                     what = (
                         f"took over {self.reference_timeout:.0f} s"
@@ -208,7 +212,7 @@ class WorkerPool:
                                else f"crashed its worker: {w.exit_reason()}")  # fmt: skip
                         results[culprit[0]] = Outcome(culprit[0], "run", False, why)
                     if left:
-                        queue.appendleft(Job(job.row, job.seed, left))
+                        queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets))
                 self.workers[self.workers.index(w)] = _Worker(self.ctx, self.device)
         return results
 

@@ -1,19 +1,35 @@
-"""What a candidate's results are compared with: per row, two input sets and their
-reference results, computed on the CPU from the row's original Python kernel.
+"""What a candidate's results are compared with: per row, input sets and their reference
+results, computed on the CPU from the row's original Python kernel, at every recorded size.
+
+At each size (launch dims, block dim and argument shapes: the row's test vectors):
 
 - ``recorded``: the row's recorded inputs and output gradients; the expected values are
   the recorded outputs and input gradients.
-- ``fresh``: inputs drawn from the row's argument specifications with the eval run's
-  secret seed (a candidate cannot have seen them); the expected values come from running
-  the original Python kernel on Warp's CPU backend.
+- ``fresh 1..K``: inputs drawn from the row's argument specifications with the eval
+  run's secret seed (a candidate cannot have seen them).  K is at least ``fresh_sets``
+  and at least ``MIN_RANDOM_DRAWS / sizes``, so a row with one recorded size still gets
+  ``MIN_RANDOM_DRAWS`` independent draws: a candidate right on a fraction p of random
+  inputs passes them all with probability p**MIN_RANDOM_DRAWS (< 0.03% at p = 1/2).
+- ``adversarial low|high @ random|last|last block``: inputs that defeat partial work
+  on outputs that reduce (sums, minima, maxima, scans, atomics).  Every float input
+  array holds a narrow background on one side of its domain and one decisive element at
+  the domain's other end, at the same flat element position in every array: a random
+  one, the last, or a random one among the last block (``block`` elements, the launch's
+  block size).  ``low``: background in the upper half, the element at the domain's low
+  end (the minimum, and the element that moves a sum most); ``high``: mirrored (the
+  maximum).  A kernel that skips the element's thread, block or last index misses it.
 
-For both, the float32 kernel and its float64 twin (gpu/twin.py) run on the CPU, so the
-GPU suite's tolerance model (gpu/tolerance.py) measures each array's float32 error.
-One CPU build per row serves every candidate of that row.
+Expected values of the drawn sets come from running the original Python kernel on
+Warp's CPU backend; for every set the float32 kernel and its float64 twin (gpu/twin.py)
+run on the CPU, so the GPU suite's tolerance model (gpu/tolerance.py) measures each
+array's float32 error.  A drawn set on which the row's own kernel fails its own checks
+(a NaN, a launch error) is drawn again (``DRAW_TRIES``), then left out with a note.
+One CPU build per row serves every set and every candidate of that row.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,11 +38,16 @@ import xxhash
 from .. import warp_boundary
 from ..dataset.verify import recorded_run, row_to_spec
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
+from ..extract import DEFAULT_BLOCK_DIM
 from ..gpu.twin import NativeFloat64, TwinUnavailable, widen_all
 from ..gpu.worker import checked_twin
-from ..spec import DTYPES, KernelSpec, is_float_dtype
+from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
 
-FRESH_TRIES = 3  # fresh draws tried before the fresh check is given up for a row (reported)
+DEFAULT_FRESH_SETS = 4  # fresh random input sets per recorded size (``cudagen eval --fresh-sets``)
+MIN_RANDOM_DRAWS = 12  # fresh random sets per row over all its sizes, at least
+ADVERSARIAL_PLACES = ("random", "last", "last block")
+ADVERSARIAL_SIDES = ("low", "high")
+DRAW_TRIES = 3  # draws tried for one set before it is left out (reported)
 
 
 class ReferenceUnavailable(Exception):
@@ -34,13 +55,36 @@ class ReferenceUnavailable(Exception):
 
 
 @dataclass
+class RecordedSize:
+    """One recorded problem size of a row: its spec (launch, block dim, shapes) and vectors."""
+
+    spec: KernelSpec
+    inputs: dict
+    outputs: dict
+    output_grads: dict
+    input_grads: dict
+
+
+@dataclass
 class InputSet:
-    name: str  # "recorded" or "fresh"
+    name: str  # "recorded", "fresh 3", "adversarial low @ last"
     inputs: dict
     output_grads: dict
     expected: dict[str, np.ndarray]  # outputs and input gradients ("<name>.grad")
     cpu32: dict[str, np.ndarray] = field(default_factory=dict)  # empty: no twin
     ref64: dict[str, np.ndarray] = field(default_factory=dict)
+    spec: KernelSpec | None = None  # the size it runs at (launch, block dim, shapes); None: the row's
+    size: int = 0  # index of that size among the row's recorded sizes
+
+    @property
+    def kind(self) -> str:
+        return self.name.split(" ", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """How a failure names the set: ``fresh 2 inputs (launch 300)``."""
+        launch = "x".join(str(d) for d in self.spec.launch_dim) if self.spec is not None else "?"
+        return f"{self.name} inputs (launch {launch})"
 
 
 @dataclass
@@ -50,14 +94,22 @@ class Reference:
     twin: str = "ok"  # or why there is none
     native64: bool = False
     notes: list[str] = field(default_factory=list)
+    sizes: list[tuple[int, ...]] = field(default_factory=list)  # launch dims of the recorded sizes
+
+    def summary(self) -> dict:
+        """How many sets of each kind run, and at which sizes (the report states it)."""
+        counts = {k: sum(s.kind == k for s in self.sets) for k in ("recorded", "fresh", "adversarial")}
+        return {"sets": len(self.sets), **counts, "sizes": [list(d) for d in self.sizes]}
 
 
 def grad_key(name: str) -> str:
     return f"{name}.grad"
 
 
-def fresh_rng(seed: int, row_id: str, attempt: int) -> np.random.Generator:
-    return np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh64_intdigest(row_id.encode()), attempt])
+def draw_rng(seed: int, row_id: str, size: int, name: str, attempt: int) -> np.random.Generator:
+    """The generator of one drawn set: the secret seed, the row, the size, the set, the try."""
+    row_hash, name_hash = xxhash.xxh64_intdigest(row_id.encode()), xxhash.xxh32_intdigest(name.encode())
+    return np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, row_hash, size, name_hash, attempt])
 
 
 def draw_fresh(spec: KernelSpec, rng: np.random.Generator) -> tuple[dict, dict]:
@@ -70,8 +122,59 @@ def draw_fresh(spec: KernelSpec, rng: np.random.Generator) -> tuple[dict, dict]:
     return inputs, grads
 
 
+def spiked_arrays(spec: KernelSpec) -> list[ArgSpec]:
+    """The arrays an adversarial draw shapes: float inputs (role in or inout)."""
+    return [a for a in spec.args if a.kind == "array" and a.role != "out" and is_float_dtype(a.dtype)]
+
+
+def decisive_position(elements: int, place: str, block: int, rng: np.random.Generator) -> int:
+    """The flat element index of the decisive element among ``elements``."""
+    if place == "last":
+        return elements - 1
+    if place == "last block":
+        return int(rng.integers(max(0, elements - block), elements))
+    return int(rng.integers(0, elements))
+
+
+def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, place: str) -> tuple[dict, dict] | None:
+    """A fresh draw whose float input arrays hold a background on one side of their domain
+    and one decisive element at the other end, at ``place``; None if the kernel has no
+    float input array.  No output gradients: adversarial sets judge the forward (the CPU
+    reference then runs no backward either)."""
+    arrays = spiked_arrays(spec)
+    if not arrays:
+        return None
+    inputs, _ = draw_fresh(spec, rng)
+    block = spec.block_dim or DEFAULT_BLOCK_DIM
+    elements = min(int(np.prod(a.shape)) for a in arrays)
+    at = decisive_position(elements, place, block, rng)
+    for a in arrays:
+        np_dtype, comp = DTYPES[a.dtype]
+        lo, hi = a.domain
+        mid = (lo + hi) / 2.0
+        band = (mid, hi) if side == "low" else (lo, mid)
+        value = rng.uniform(*band, size=tuple(a.shape) + comp)
+        n = int(np.prod(a.shape))
+        flat = value.reshape((n, -1))
+        flat[at if place != "last" else n - 1] = lo if side == "low" else hi
+        inputs[a.name] = value.astype(np_dtype)
+    return inputs, {}
+
+
 def _flat(run) -> dict[str, np.ndarray]:
     return {**run.outputs, **{grad_key(n): g for n, g in run.input_grads.items()}}
+
+
+def recorded_sizes(row: dict) -> list[RecordedSize]:
+    """Every recorded size of the row (today: the one its test vectors hold)."""
+    spec = row_to_spec(row)
+    inputs, outputs, out_grads, in_grads = recorded_run(row)
+    return [RecordedSize(spec, inputs, outputs, out_grads, in_grads)]
+
+
+def fresh_per_size(fresh_sets: int, sizes: int, min_random_draws: int = MIN_RANDOM_DRAWS) -> int:
+    """Fresh sets per size: ``fresh_sets``, and at least ``min_random_draws`` over all sizes."""
+    return max(fresh_sets, -(-min_random_draws // max(sizes, 1)))
 
 
 @dataclass
@@ -81,7 +184,7 @@ class ReferencePlan:
     row: dict
     spec: KernelSpec
     twin: KernelSpec | None
-    recorded: tuple  # (inputs, outputs, output_grads, input_grads) as verify.recorded_run returns them
+    sizes: list[RecordedSize]  # the recorded sizes (the row's own first)
     twin_status: str = "ok"
     native64: bool = False
 
@@ -91,15 +194,14 @@ class ReferencePlan:
 
 
 def plan_reference(row: dict) -> ReferencePlan:
-    """Read the row's spec and recorded run, and make its twin; raises ReferenceUnavailable."""
+    """Read the row's spec and recorded sizes, and make its twin; raises ReferenceUnavailable."""
     try:
-        spec = row_to_spec(row)
-        recorded = recorded_run(row)
+        sizes = recorded_sizes(row)
     except (KeyError, ValueError, TypeError) as exc:
         raise ReferenceUnavailable(f"unreadable test vectors or arg specs: {type(exc).__name__}: {exc}") from None
-    plan = ReferencePlan(row, spec, None, recorded)
+    plan = ReferencePlan(row, sizes[0].spec, None, sizes)
     try:
-        plan.twin = checked_twin(spec)
+        plan.twin = checked_twin(plan.spec)
     except NativeFloat64 as exc:
         plan.twin_status, plan.native64 = str(exc), True
     except TwinUnavailable as exc:
@@ -107,8 +209,13 @@ def plan_reference(row: dict) -> ReferencePlan:
     return plan
 
 
-def compute_reference(row: dict, seed: int) -> Reference:
-    """Both input sets with their expected values; raises ReferenceUnavailable."""
+def compute_reference(
+    row: dict, seed: int, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
+    min_random_draws: int = MIN_RANDOM_DRAWS,
+) -> Reference:  # fmt: skip
+    """Every input set of every recorded size with its expected values; raises
+    ReferenceUnavailable.  ``adversarial``, ``min_random_draws``: lower only to measure
+    the judge as it was (benchmarks/bench_eval.py)."""
     plan = plan_reference(row)
     with warp_boundary.batch_module(plan.sources(), optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
         if kernels[0] is None:
@@ -116,43 +223,72 @@ def compute_reference(row: dict, seed: int) -> Reference:
         problem = warp_boundary.build_module(module, "cpu")
         if problem is not None:
             raise ReferenceUnavailable(f"the row's Python kernel does not build on the CPU: {problem}")
-        return reference_from_kernels(plan, seed, kernels[0], kernels[1] if plan.twin is not None else None)
+        k64 = kernels[1] if plan.twin is not None else None
+        return reference_from_kernels(plan, seed, kernels[0], k64, fresh_sets, adversarial, min_random_draws)
 
 
-def reference_from_kernels(plan: ReferencePlan, seed: int, k32, k64) -> Reference:
-    """The input sets of ``plan``'s row, run on its built kernel ``k32`` (and twin ``k64``, or None)."""
-    row, spec, twin = plan.row, plan.spec, plan.twin
-    inputs, outputs, out_grads, in_grads = plan.recorded
-    ref = Reference(spec, [], plan.twin_status, plan.native64)
+def reference_from_kernels(
+    plan: ReferencePlan, seed: int, k32, k64, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
+    min_random_draws: int = MIN_RANDOM_DRAWS,
+) -> Reference:  # fmt: skip
+    """The input sets of ``plan``'s row at every recorded size, run on its built kernel
+    ``k32`` (and twin ``k64``, or None)."""
+    row, twin = plan.row, plan.twin
+    ref = Reference(
+        plan.spec, [], plan.twin_status, plan.native64, sizes=[tuple(s.spec.launch_dim) for s in plan.sizes]
+    )
+    per_size = fresh_per_size(fresh_sets, len(plan.sizes), min_random_draws)
 
-    def measured(given_inputs, given_grads, name, expected=None):
-        run32 = run_kernel(spec, k32, "cpu", None, given_inputs, given_grads)
+    def measured(size_spec, size, given_inputs, given_grads, name, expected=None):
+        run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads)
         if not run32.ok:
             return None, f"{run32.reason}: {run32.detail}"
-        s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32))
+        s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32),
+                     spec=size_spec, size=size)  # fmt: skip
         if k64 is not None:
-            run64 = run_kernel(
-                twin, k64, "cpu", None, widen_all(given_inputs, spec.args), widen_all(given_grads, spec.args)
-            )
+            twin_spec = dataclasses.replace(twin, launch_dim=size_spec.launch_dim, args=_widened(size_spec, twin))
+            run64 = run_kernel(twin_spec, k64, "cpu", None, widen_all(given_inputs, size_spec.args),
+                               widen_all(given_grads, size_spec.args))  # fmt: skip
             if run64.ok:
                 s.cpu32, s.ref64 = _flat(run32), _flat(run64)
             else:
-                ref.notes.append(f"{name}: the float64 twin failed on the CPU ({run64.reason})")
+                ref.notes.append(f"{s.label}: the float64 twin failed on the CPU ({run64.reason})")
         return s, ""
 
-    expected = {**outputs, **{grad_key(n): g for n, g in in_grads.items()}}
-    s, why = measured(inputs, out_grads, "recorded", {k: np.asarray(v) for k, v in expected.items()})
-    if s is None:
-        raise ReferenceUnavailable(f"the row's kernel fails on its own recorded inputs ({why})")
-    ref.sets.append(s)
-    for attempt in range(FRESH_TRIES):
-        fresh_inputs, fresh_grads = draw_fresh(spec, fresh_rng(seed, str(row["id"]), attempt))
-        s, why = measured(fresh_inputs, fresh_grads, "fresh")
-        if s is not None:
-            ref.sets.append(s)
-            break
-    else:
-        ref.notes.append(
-            f"no fresh inputs on which the row's kernel passes its own checks ({why}); recorded inputs only"
-        )
+    drawn: list[InputSet] = []
+    for i, size in enumerate(plan.sizes):
+        expected = {**size.outputs, **{grad_key(n): g for n, g in size.input_grads.items()}}
+        s, why = measured(size.spec, i, size.inputs, size.output_grads, "recorded",
+                          {k: np.asarray(v) for k, v in expected.items()})  # fmt: skip
+        if s is None:
+            raise ReferenceUnavailable(f"the row's kernel fails on its own recorded inputs ({why})")
+        ref.sets.append(s)
+        draws = [(f"fresh {k + 1}", None, None) for k in range(per_size)]
+        if adversarial:
+            draws += [(f"adversarial {side} @ {place}", side, place)
+                      for place in ADVERSARIAL_PLACES for side in ADVERSARIAL_SIDES]  # fmt: skip
+        for name, side, place in draws:
+            s = None
+            for attempt in range(DRAW_TRIES):
+                rng = draw_rng(seed, str(row["id"]), i, name, attempt)
+                got = draw_fresh(size.spec, rng) if side is None else draw_adversarial(size.spec, rng, side, place)
+                if got is None:
+                    why = "no float input array to place a decisive element in"
+                    break
+                s, why = measured(size.spec, i, *got, name)
+                if s is not None:
+                    drawn.append(s)
+                    break
+            if s is None:
+                ref.notes.append(f"size {i} ({name}): left out: {why}")
+    # adversarial sets first: a partial kernel fails there soonest
+    ref.sets += sorted(drawn, key=lambda s: s.kind != "adversarial")
+    if not any(s.kind == "fresh" for s in ref.sets):
+        ref.notes.append("no fresh inputs on which the row's kernel passes its own checks; recorded inputs only")
     return ref
+
+
+def _widened(size_spec: KernelSpec, twin: KernelSpec) -> tuple[ArgSpec, ...]:
+    """The twin's argument specs at the shapes of ``size_spec``."""
+    shapes = {a.name: a.shape for a in size_spec.args}
+    return tuple(dataclasses.replace(a, shape=shapes.get(a.name, a.shape)) for a in twin.args)

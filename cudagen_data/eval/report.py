@@ -36,7 +36,8 @@ class Result:
         return {"line": self.line, "id": self.row_id, "category": self.category, "difficulty": self.difficulty,
                 "reached": self.score.reached, "reward": self.score.reward,
                 "failed_stage": failed.name if failed else None, "reason": failed.detail if failed else "",
-                "stages": self.score.to_dict()["stages"], "notes": self.score.notes}  # fmt: skip
+                "stages": self.score.to_dict()["stages"], "notes": self.score.notes,
+                "input_sets": self.score.input_sets}  # fmt: skip
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -157,6 +158,12 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
         f"  compile: {rep.scorer['front_end']}; then {rep.scorer['full_compile']}",
         f"  fresh inputs drawn with seed {rep.scorer['fresh_input_seed']} (secret until this report)",
     ]
+    ran = [r.score.input_sets for r in rep.results if r.score.input_sets]
+    if ran:
+        sets = sorted({d["sets"] for d in ran})
+        sizes = sorted({len(d["sizes"]) for d in ran})
+        lines.append(f"  run stage: {sets[0]}-{sets[-1]} input sets per candidate (recorded, fresh and adversarial) "
+                     f"at {sizes[0]}-{sizes[-1]} recorded sizes per row; per result in the JSON report")  # fmt: skip
     if not rep.gpu:
         lines.append(
             "  run stage: NOT RUN (no GPU): the ladder stops after compile; correct@1 and pass@k need --device cuda:0"

@@ -8,11 +8,15 @@ its own (a cached binary from an earlier candidate must never be loaded).  The c
 ``.cu`` is checked to contain the candidate.
 
 Run: forward (and backward where the row has one) on every input set of the row's
-reference (reference.py), with each array in the middle of a larger buffer whose guard
-cells hold a known value (three runs per set: a NaN of the array's own, a huge negative
-and a huge positive value): a write out of bounds changes a guard and fails the
-candidate, as does a write to an input-only array, and a read out of bounds shows in
-the results of one of the fills.  Results are judged with the GPU suite's
+reference (reference.py: recorded, fresh and adversarial sets at every recorded size),
+all in the one module load, with each array in the middle of a larger buffer whose guard
+cells hold a known value (a NaN of the array's own, a huge negative or a huge positive
+value): a write out of bounds changes a guard and fails the candidate, as does a write
+to an input-only array, and a read out of bounds shows in the results of one of the
+fills.  Each recorded set runs with all three fills; the drawn sets take the fills in
+turn (one run each), so every fill meets many inputs at every size without tripling the
+launches.  The backward runs on the recorded and fresh sets (the adversarial ones
+target forward reductions).  Results are judged with the GPU suite's
 tolerance model (gpu/tolerance.py); an output that is constant where the reference
 varies never passes.
 """
@@ -249,8 +253,9 @@ def run_guarded(
 
 def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = False) -> list[str]:
     """Why the candidate's results on one input set fail ([] if they pass)."""
+    where = s.label
     if got.problems:
-        return [f"{s.name} inputs: {p}" for p in got.problems]
+        return [f"{where}: {p}" for p in got.problems]
     failures = []
     for key, expected in s.expected.items():
         if outputs_only and key.endswith(".grad"):
@@ -258,31 +263,46 @@ def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = F
         kind = "input gradient" if key.endswith(".grad") else "output"
         name = key[: -len(".grad")] if kind == "input gradient" else key
         if key not in got.values:
-            failures.append(f"{s.name} inputs: {kind} {name!r} was not produced")
+            failures.append(f"{where}: {kind} {name!r} was not produced")
             continue
         value, expected = got.values[key], np.asarray(expected)
         check = check_array(
             name, kind, value, expected, cpu32=s.cpu32.get(key), ref64=s.ref64.get(key), native64=ref.native64
         )
         if not check.ok:
-            failures.append(f"{s.name} inputs: {check.describe()}")
+            failures.append(f"{where}: {check.describe()}")
         elif _constant(value) and not _constant(expected):
-            failures.append(f"{s.name} inputs: {kind} {name!r} is constant where the reference varies")
+            failures.append(f"{where}: {kind} {name!r} is constant where the reference varies")
     return failures
 
 
-def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec: KernelSpec | None = None,
-                 guard_elements: int = GUARD_ELEMENTS) -> list[str]:  # fmt: skip
-    """Run ``kernel`` on every input set of ``ref``, once per guard fill (the backward with
-    the first fill only); why it fails ([] if it passes).  ``spec``: the reference's unless
-    given (a wider launch, to run threads past the end on purpose)."""
-    spec = spec or ref.spec
+def planned_runs(ref: Reference) -> list[tuple[InputSet, str, bool]]:
+    """(set, guard fill, with backward) for every run: recorded sets with every fill
+    (the backward with the first), drawn sets with one fill each in turn (the backward
+    on fresh sets, not on adversarial ones)."""
+    runs, turn = [], 0
     for s in ref.sets:
-        for i, fill in enumerate(GUARD_FILLS):
-            got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and i == 0, fill, guard_elements)
-            failures = judge_set(ref, s, got, outputs_only=i > 0)
-            if failures:
-                return failures if i == 0 else [f"{f} (guard cells: {fill})" for f in failures]
+        if s.kind == "recorded":
+            runs += [(s, fill, i == 0) for i, fill in enumerate(GUARD_FILLS)]
+        else:
+            runs.append((s, GUARD_FILLS[turn % len(GUARD_FILLS)], s.kind == "fresh"))
+            turn += 1
+    return runs
+
+
+def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
+                 guard_elements: int = GUARD_ELEMENTS) -> list[str]:  # fmt: skip
+    """Run ``kernel`` on every input set of ``ref`` (planned_runs); why it fails ([] if it
+    passes).  ``spec_for``: maps each set's spec to the one launched (a wider launch, to
+    run threads past the end on purpose; another Python source in tests)."""
+    for s, fill, with_backward in planned_runs(ref):
+        spec = s.spec or ref.spec
+        spec = spec_for(spec) if spec_for is not None else spec
+        got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
+                          guard_elements)  # fmt: skip
+        failures = judge_set(ref, s, got, outputs_only=not with_backward)
+        if failures:
+            return failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]
     return []
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..canonical import text_hash
 from .compile import FULL_COMPILER, FULL_NAME, Unit, Verdict, compile_many, default_threads, front_end_compiler
+from .reference import ADVERSARIAL_PLACES, ADVERSARIAL_SIDES, DEFAULT_FRESH_SETS, MIN_RANDOM_DRAWS
 from .structure import KernelShape, StructureError, check_candidate, kernel_shape, row_key
 
 STAGES = ("structure", "compile", "run")
@@ -53,6 +54,7 @@ class Score:
     row_id: str
     stages: list[StageResult]
     notes: list[str] = field(default_factory=list)
+    input_sets: dict = field(default_factory=dict)  # the run stage's sets, by kind, and sizes (reference.py)
 
     @property
     def reached(self) -> str:
@@ -78,7 +80,8 @@ class Score:
 
     def to_dict(self) -> dict:
         return {"row_id": self.row_id, "reached": self.reached, "reward": self.reward, "complete": self.complete,
-                "stages": [asdict(s) for s in self.stages], "notes": self.notes}  # fmt: skip
+                "stages": [asdict(s) for s in self.stages], "notes": self.notes,
+                "input_sets": self.input_sets}  # fmt: skip
 
 
 class RowProblem(Exception):
@@ -106,7 +109,8 @@ class Scorer:
     """Scores candidates; on a CUDA device it keeps worker processes between calls."""
 
     def __init__(self, device: str = "cpu", *, workers: int | None = None, seed: int | None = None,
-                 full_compile: bool = True, isolate: bool = True, candidate_timeout: float | None = None):  # fmt: skip
+                 full_compile: bool = True, isolate: bool = True, candidate_timeout: float | None = None,
+                 fresh_sets: int = DEFAULT_FRESH_SETS):  # fmt: skip
         if device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"device {device!r}: use cpu or cuda:N")
         if device.startswith("cuda"):
@@ -116,7 +120,10 @@ class Scorer:
             index = int(device.split(":", 1)[1]) if ":" in device else 0
             if not 0 <= index < count:
                 raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s)")
+        if fresh_sets < 1:
+            raise ValueError(f"fresh_sets {fresh_sets}: at least 1 fresh input set per size")
         self.device = device
+        self.fresh_sets = fresh_sets
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little")
         self.full_compile = full_compile
         self.front_end, self.front_end_name, self._threadsafe = front_end_compiler()
@@ -147,6 +154,7 @@ class Scorer:
                 "GPU build (Warp, for the device)" if self.gpu else FULL_NAME if self.full_compile else "skipped"
             ),
             "fresh_input_seed": self.seed,
+            "input_sets": judge_sets(self.fresh_sets),
         }
 
     def __enter__(self) -> Scorer:
@@ -265,7 +273,7 @@ class Scorer:
         by_row: dict[str, Job] = {}
         for i in to_run:
             row, cand = pairs[i]
-            job = by_row.setdefault(row_key(row), Job(row, self.seed, []))
+            job = by_row.setdefault(row_key(row), Job(row, self.seed, [], self.fresh_sets))
             job.candidates.append((i, cand.forward, cand.backward))
         jobs = list(by_row.values())
         if self._isolate:
@@ -282,8 +290,26 @@ class Scorer:
                 compile_stage.ok, compile_stage.detail = False, o.detail
                 continue
             compile_stage.ok, compile_stage.detail = True, f"GPU build {o.build}"
-            scores[i].stages.append(StageResult("run", o.ok, o.detail, o.seconds))
+            detail = o.detail if not o.ok else f"passed {_sets_line(o.input_sets)}"
+            scores[i].stages.append(StageResult("run", o.ok, detail, o.seconds))
             scores[i].notes += o.notes
+            scores[i].input_sets = o.input_sets
+
+
+def judge_sets(fresh_sets: int) -> dict:
+    """What the run stage runs each candidate on (the report's scorer section)."""
+    return {"sizes": "every recorded size", "recorded": 1, "fresh_per_size": fresh_sets,
+            "min_random_draws": MIN_RANDOM_DRAWS,
+            "adversarial_per_size": [f"{side} @ {place}" for place in ADVERSARIAL_PLACES for side in ADVERSARIAL_SIDES],
+            "guard_fills": "recorded: nan, low, high; drawn sets: one each, in turn"}  # fmt: skip
+
+
+def _sets_line(summary: dict) -> str:
+    if not summary:
+        return "the input sets"
+    sizes = ", ".join("x".join(map(str, d)) for d in summary["sizes"])
+    return (f"{summary['sets']} input sets (recorded {summary['recorded']}, fresh {summary['fresh']}, "
+            f"adversarial {summary['adversarial']}) at launch {sizes}")  # fmt: skip
 
 
 def _short(log: str, limit: int = 300) -> str:

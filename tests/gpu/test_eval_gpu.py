@@ -13,6 +13,7 @@ from conftest import JOBS
 
 from cudagen_data.eval import Candidate, Scorer, make_mutants
 from cudagen_data.eval.equivalence import Verdict, verdicts
+from cudagen_data.eval.mutants import PARTIAL_KINDS, make_partial_mutants
 from cudagen_data.gpu.recheck import dataset_rows
 
 pytestmark = pytest.mark.gpu
@@ -106,8 +107,65 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
     }
     memorized = [s for m, s in zip(mutants, scores, strict=False) if m.kind == "memorized_outputs"]
     assert memorized and all(
-        s.failed.detail.startswith("fresh inputs") for s in memorized
-    )  # right on the recorded inputs
+        s.failed.detail.startswith(("fresh", "adversarial")) for s in memorized
+    )  # right on the recorded inputs, wrong on drawn ones
+
+
+@pytest.fixture(scope="module")
+def escape_rows(gpu):
+    return kernel_rows.make_rows(list(kernel_rows.ESCAPE_KERNELS))
+
+
+def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_rows):
+    """Issue #23: kernels that do part of the work (first element, first half, first
+    block, all but the last element or block), skip it, replay the recorded outputs from
+    a table, or ship the right forward with an empty or partial backward
+    (eval/mutants.py: make_partial_mutants), for every row of a produced dataset of every
+    category, the hand-written kernels and the issue's known escapes (a half-thread
+    min_two_level, an input-blind row): 0 pass unless the CPU witness shows the edit
+    changes nothing (eval/equivalence.py: the same mask or table in Warp's CPU kernel,
+    judged as the run stage judges; for a tile kernel it says which lanes hold no work)."""
+    rows, preambles = produced
+    all_rows = rows + hand_rows + escape_rows
+    pairs, mutants = [], []
+    for r in all_rows:
+        for m in make_partial_mutants(r):
+            pairs.append((r, Candidate(r["id"], m.forward, m.backward)))
+            mutants.append(m)
+    scores = scorer.score_many(pairs, preambles)
+    passed = [k for k, s in enumerate(scores) if s.failed is None]
+    found = [(pairs[k][0], mutants[k]) for k in passed]
+    witness = dict(zip(passed, verdicts(found, seed=scorer.seed, workers=JOBS), strict=True))
+    table = Counter((pairs[k][0]["category"], m.kind, s.failed.name if s.failed else f"passed ({witness[k].status})")
+                    for k, (m, s) in enumerate(zip(mutants, scores, strict=True)))  # fmt: skip
+    print("\n".join(f"{cat:14} {kind:30} {got:24} {n}" for (cat, kind, got), n in sorted(table.items())))
+    for k in passed:
+        print(f"passed, witnessed: {pairs[k][0]['kernel_name']} {mutants[k].kind}: {witness[k].detail[:160]}")
+    wrong = [(pairs[k][0]["id"], pairs[k][0]["kernel_name"], m.kind, s.failed.name if s.failed else "passed",
+              s.failed.detail[:200] if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail[:200]}")
+             for k, (m, s) in enumerate(zip(mutants, scores, strict=True))
+             if (s.failed.name != "run" if s.failed else witness[k].status != "equivalent")]  # fmt: skip
+    assert not wrong, wrong
+    assert {m.kind for m in mutants} == set(PARTIAL_KINDS)
+    assert {r["category"] for r in rows} <= {pairs[k][0]["category"] for k in range(len(pairs))}  # every category
+    ran = [s.input_sets for s in scores if s.input_sets]
+    assert ran and all(d["fresh"] >= 12 and d["adversarial"] >= 1 for d in ran if d["sizes"]), ran[:3]
+    sets, sizes = sorted({d["sets"] for d in ran}), sorted({len(d["sizes"]) for d in ran})
+    print(f"{len(pairs)} partial-work mutants of {len(all_rows)} rows; passed (witnessed equivalent): {len(passed)}; "
+          f"input sets per candidate: {sets}, sizes per row: {sizes}")  # fmt: skip
+
+
+def test_the_known_escapes_fail(scorer, escape_rows):
+    """The two escapes the issue found on the H100: a min_two_level that runs half its
+    threads, and the all-but-last-element reduction; both fail every time."""
+    by_name = {r["kernel_name"]: r for r in escape_rows}
+    row = by_name["min_two_level"]
+    kinds = {m.kind: m for m in make_partial_mutants(row)}
+    pairs = [
+        (row, Candidate(row["id"], kinds[k].forward)) for k in ("partial_first_half", "partial_all_but_last_element")
+    ]
+    scores = scorer.score_many(pairs)
+    assert all(s.failed is not None and s.failed.name == "run" for s in scores), [s.stages for s in scores]
 
 
 def test_a_crashing_candidate_fails_only_itself(gpu, hand_rows):
