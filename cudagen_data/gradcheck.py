@@ -43,7 +43,9 @@ from .execution import CPU_OPT_LEVEL, ExecutionResult, call_name, forward_only_r
 from .gpu.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from .spec import ArgSpec, KernelSpec, is_float_dtype
 
-STATUSES = ("verified", "forward_only", "unverified", "unchecked", "mismatch")  # mismatch: never in a row
+# mismatch: never in a synthetic row (rejected: adjoint_mismatch); a real row keeps it
+# (contracts.row.REAL_GRADIENT_STATUSES)
+STATUSES = ("verified", "forward_only", "unverified", "unchecked", "mismatch")
 
 
 @dataclass(frozen=True)

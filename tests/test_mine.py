@@ -180,13 +180,31 @@ def test_provenance_is_relative_and_complete(mined):
         p = row["provenance"]
         assert p["path"].startswith("mine_tree/") and p["line"] > 0
         assert p["package"] == "" and p["license"] == ""  # a user's tree: unknown
-        assert p["executed"] == (row["test_vectors"] is not None)
+        assert p["executed"] == (row["test_vectors"] != "")
         check = row["gradient_check"]
         assert p["gradients_checked"] == (check["status"] in ("verified", "mismatch"))
         if not row["cuda_backward"]:
             assert check["status"] == "forward_only" and check["reason"]
         elif not p["executed"]:
             assert check["status"] == "unverified" and check["reason"]
+
+
+def test_mined_rows_are_real_rows(mined):
+    """Every mined row is the contract's RealRow, key for key and in column order, and
+    says the contract's versions and empties (no column of its own making)."""
+    from cudagen_data.contracts import REAL_ROW_SCHEMA, RealRow, is_real_row
+    from cudagen_data.contracts.row import REAL_GRADIENT_STATUSES
+    from cudagen_data.generators import GENERATOR_VERSION
+
+    assert mined.rows
+    for row in mined.rows:
+        columns = {k: v for k, v in row.items() if k != "split"}
+        assert list(columns) == REAL_ROW_SCHEMA.names and is_real_row(row)
+        assert RealRow.from_dict(columns).to_dict() == columns
+        assert row["generator_version"] == GENERATOR_VERSION
+        assert row["gradient_check"]["status"] in REAL_GRADIENT_STATUSES
+        assert isinstance(row["test_vectors"], str)
+        assert (row["test_vectors"] == "") == (not row["provenance"]["executed"])
 
 
 def test_gradient_check_of_mined_kernels(mined):

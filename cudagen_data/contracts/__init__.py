@@ -1,7 +1,9 @@
 """The records that cross module boundaries, each defined once.
 
 - :mod:`.row`: ``Row`` (a dataset row) with ``ROW_SCHEMA`` and column docs derived from
-  it, ``SCHEMA_VERSION``, ``ExtractRecord`` (what `cudagen extract` writes)
+  it, ``SCHEMA_VERSION``; ``RealRow`` (a mined row: ``Row`` + ``Provenance``) with
+  ``REAL_ROW_SCHEMA`` and ``is_real_row`` (how readers tell it from a synthetic row);
+  ``ExtractRecord`` (what `cudagen extract` writes)
 - :mod:`.reject`: ``Reject`` and ``RejectReason`` (every reason, with its owning stage)
 - :mod:`.test_vectors`: ``TestVectors``, the recorded run of a kernel
 - :mod:`.manifest`: ``Manifest`` / ``FileEntry`` (manifest.json and its one parser), ``SPLITS``
@@ -10,11 +12,26 @@
 
 from .manifest import SPLITS, FileEntry, Manifest, ManifestError
 from .reject import Reject, RejectReason
-from .row import ROW_SCHEMA, SCHEMA_VERSION, CompileInfo, ExtractRecord, GradientCheckInfo, Metadata, Row, strip_timing
+from .row import (
+    REAL_ROW_SCHEMA,
+    ROW_SCHEMA,
+    SCHEMA_VERSION,
+    CompileInfo,
+    ExtractRecord,
+    GradientCheckInfo,
+    Metadata,
+    Provenance,
+    RealRow,
+    Row,
+    is_real_row,
+    row_from_dict,
+    strip_timing,
+)
 from .stats import TIMING_STATS, RunStats, StageCounter
 from .test_vectors import TestVectors
 
 __all__ = [
+    "REAL_ROW_SCHEMA",
     "ROW_SCHEMA",
     "SCHEMA_VERSION",
     "SPLITS",
@@ -26,11 +43,15 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "Metadata",
+    "Provenance",
+    "RealRow",
     "Reject",
     "RejectReason",
     "Row",
     "RunStats",
     "StageCounter",
     "TestVectors",
+    "is_real_row",
+    "row_from_dict",
     "strip_timing",
 ]

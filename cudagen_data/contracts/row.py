@@ -217,15 +217,18 @@ class Row:
 
     @classmethod
     def from_dict(cls, d: dict) -> Row:
-        return cls(
-            **{
-                **d,
-                "metadata": Metadata(**d["metadata"]),
-                "compile": CompileInfo(**d["compile"]),
-                "gradient_check": GradientCheckInfo(**d["gradient_check"]),
-                "resources": ResourceInfo(**d["resources"]) if d.get("resources") else None,
-            }
-        )
+        return cls(**_row_fields(d))
+
+
+def _row_fields(d: dict) -> dict:
+    """``d``'s values with the row's struct columns as their dataclasses."""
+    return {
+        **d,
+        "metadata": Metadata(**d["metadata"]),
+        "compile": CompileInfo(**d["compile"]),
+        "gradient_check": GradientCheckInfo(**d["gradient_check"]),
+        "resources": ResourceInfo(**d["resources"]) if d.get("resources") else None,
+    }
 
 
 ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(Row)])
@@ -295,21 +298,94 @@ class ExtractRecord:
         return dataclasses.asdict(self)
 
 
-# The "real" configuration (cudagen mine): the same columns plus where each kernel came from.
-PROVENANCE_TYPE = pa.struct(
-    [
-        ("path", pa.string()),
-        ("line", pa.int32()),
-        ("qualname", pa.string()),
-        ("overload", pa.string()),
-        ("package", pa.string()),
-        ("package_version", pa.string()),
-        ("license", pa.string()),
-        ("executed", pa.bool_()),
-        ("not_executed_reason", pa.string()),
-        ("gradients_checked", pa.bool_()),
-        ("order_dependent", pa.list_(pa.string())),
-    ]
-)
-REAL_ROW_SCHEMA = ROW_SCHEMA.append(pa.field("provenance", PROVENANCE_TYPE))
+# ---------------------------------------------------------------- the "real" configuration
+
+
+@dataclass
+class Provenance:
+    """Where a mined kernel came from (`cudagen mine`), and how far mining took it."""
+
+    path: str = column(
+        pa.string(),
+        "The kernel's file, relative to the mined folder's parent (`warp/tests/test_x.py`); never a machine path.",
+    )
+    line: int = column(pa.int32(), "Line of the kernel's first decorator in that file.")
+    qualname: str = column(
+        pa.string(),
+        "Python's qualified name of the kernel function (`test_f.<locals>.k` for a kernel defined inside a function).",
+    )
+    overload: str = column(
+        pa.string(), "Warp's type signature of this overload of a generic kernel; empty for ordinary kernels."
+    )
+    package: str = column(pa.string(), "Distribution the file belongs to (`warp-lang`), or empty for a user's tree.")
+    package_version: str = column(pa.string(), "Version of that distribution.")
+    license: str = column(pa.string(), "License of the file (Warp: `Apache-2.0`); empty where unknown.")
+    executed: bool = column(pa.bool_(), "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.")
+    not_executed_reason: str = column(
+        pa.string(), "Why not, when not (an argument type that cannot be made up, a run that crashed, ...)."
+    )
+    gradients_checked: bool = column(
+        pa.bool_(),
+        "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict).",
+    )
+    order_dependent: list[str] = column(
+        pa.list_(pa.string()),
+        "Outputs and input gradients left out of `test_vectors` (`outputs.x`, `input_grads.y`) because they depend "
+        "on thread order: a run with the threads reversed gave other values (a GPU may too).",
+    )
+
+
+@dataclass
+class RealRow(Row):
+    """One pair of the ``real`` configuration: a kernel mined from a real Warp program.
+
+    Every column of :class:`Row`, meaning the same, with these differences in what they hold:
+    ``category`` is ``real``; ``python_source`` is the kernel's own definition as written
+    (it needs its file to run: ``provenance`` names it); ``id`` is the canonical Python hash,
+    plus ``-`` and 8 hex digits of the overload's signature for an overload of a generic
+    kernel; ``shape_hash`` is the definition's canonical shape (overloads share it);
+    ``metadata.seed``, ``batch`` and ``index`` are 0; ``test_vectors`` is empty and
+    ``launch_dim`` ``[]`` where the kernel was not executed; ``compile.level`` is ``none``
+    (status ``skipped``) where no compile check ran; ``gradient_check.status`` is one of
+    :data:`REAL_GRADIENT_STATUSES`.
+    """
+
+    # keyword-only: it follows Row's columns with defaults (resources)
+    provenance: Provenance = column(
+        arrow_struct(Provenance), "Where the kernel came from (struct, fields below).", kw_only=True
+    )
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RealRow:
+        return cls(**{**_row_fields(d), "provenance": Provenance(**d["provenance"])})
+
+
+# gradient_check.status of a real row.  Unlike a synthetic kernel (rejected: adjoint_mismatch),
+# a mined kernel whose tape gradient disagrees with finite differences is kept, it is real
+# code and its backward is what Warp really generates, with status "mismatch" and the Warp
+# construct responsible in gradient_check.reason where known.  No real row is "unchecked"
+# (mining has no --fast).
+REAL_GRADIENT_STATUSES = ("verified", "forward_only", "unverified", "mismatch")
+
+REAL_ROW_SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in dataclasses.fields(RealRow)])
 REAL_COLUMNS = tuple(REAL_ROW_SCHEMA.names)
+PROVENANCE_DOCS = field_docs(Provenance)
+
+
+def is_real_row(row) -> bool:
+    """Whether ``row`` (a row dict, as read from JSONL or Parquet, or a Row) is a mined
+    kernel of the ``real`` configuration rather than a synthetic one: readers ask this
+    instead of looking for a column."""
+    if isinstance(row, Row):
+        return isinstance(row, RealRow)
+    return row.get("provenance") is not None
+
+
+def row_schema(row) -> pa.Schema:
+    """The Arrow schema ``row`` belongs to (:data:`REAL_ROW_SCHEMA` or :data:`ROW_SCHEMA`)."""
+    return REAL_ROW_SCHEMA if is_real_row(row) else ROW_SCHEMA
+
+
+def row_from_dict(d: dict) -> Row:
+    """A row dict as its contract: a :class:`RealRow` or a :class:`Row`."""
+    return RealRow.from_dict(d) if is_real_row(d) else Row.from_dict(d)

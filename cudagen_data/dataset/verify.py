@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from .. import canonical
 from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
-from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_ROW_SCHEMA, ROW_SCHEMA
+from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
 from ..contracts.test_vectors import TestVectors
 from ..execution import execute_specs, forward_only_reason
 from ..extract import ExtractedKernel, compile_units, extract_source
@@ -247,9 +247,7 @@ def check_gradient_declaration(row: dict) -> list[str]:
 
     status = row["gradient_check"]["status"]
     if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
-        from ..mine.rows import STATUSES as MINED_STATUSES
-
-        if (status == "forward_only") != (not row["cuda_backward"]) or status not in MINED_STATUSES:
+        if (status == "forward_only") != (not row["cuda_backward"]) or status not in REAL_GRADIENT_STATUSES:
             return [
                 f"gradient_check.status {status!r} does not fit a mined kernel "
                 f"with{'out' if not row['cuda_backward'] else ''} a backward"

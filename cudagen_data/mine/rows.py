@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import orjson
 import xxhash
 
-from .. import __version__, canonical
+from .. import canonical
+from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Provenance, RealRow
 from ..extract.levels import nvrtc_version
+from ..generators import GENERATOR_VERSION
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
 from .worker import MinedKernel, Reject
@@ -27,9 +29,6 @@ GRADIENTS_UNCHECKED = (
     "executed, but no gradients were recorded (no float array input and output, a while loop, "
     "or arguments passed as struct fields or indexed/fabric arrays)"
 )
-# Statuses a mined row may carry.  Unlike synthetic rows, a mined kernel whose adjoint
-# disagrees with finite differences is kept (it is real code) with status "mismatch".
-STATUSES = ("verified", "forward_only", "unverified", "mismatch")
 
 
 def gradient_check(backward: str, vectors: dict | None, checked: dict | None = None) -> dict:
@@ -126,47 +125,61 @@ def build_rows(
             row_id = (
                 python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
             )
-            rows.append({
-                "id": row_id,
-                "kernel_name": k.kernel_name,
-                "category": CATEGORY,
-                "python_source": k.python_source,
-                "cuda_forward": k.forward,
-                "cuda_backward": k.backward,
-                "metadata": {
-                    "device": "cuda", "has_backward": bool(k.backward),
-                    "forward_lines": k.forward.count("\n"), "backward_lines": k.backward.count("\n"),
-                    "generation_time_ms": k.generation_ms, "seed": 0, "batch": 0, "index": 0,
-                },
-                "difficulty": k.difficulty,
-                "features": list(k.features),
-                "device_functions": k.device_functions,
-                "preamble_hash": preamble_hash,
-                "arg_specs": orjson.dumps(specs or []).decode(),
-                "launch_dim": list(k.launch_dim) if vectors else [],
-                "block_dim": None,
-                "test_vectors": orjson.dumps(vectors).decode() if vectors else None,
-                "python_hash": python_hash,
-                "shape_hash": shape,
-                "cuda_hash": cuda_hash,
+            row = RealRow(
+                id=row_id,
+                kernel_name=k.kernel_name,
+                category=CATEGORY,
+                python_source=k.python_source,
+                cuda_forward=k.forward,
+                cuda_backward=k.backward,
+                metadata=Metadata(
+                    device="cuda",
+                    has_backward=bool(k.backward),
+                    forward_lines=k.forward.count("\n"),
+                    backward_lines=k.backward.count("\n"),
+                    generation_time_ms=k.generation_ms,
+                    seed=0,
+                    batch=0,
+                    index=0,
+                ),
+                difficulty=k.difficulty,
+                features=list(k.features),
+                device_functions=k.device_functions,
+                preamble_hash=preamble_hash,
+                arg_specs=orjson.dumps(specs or []).decode(),
+                launch_dim=list(k.launch_dim) if vectors else [],
+                block_dim=None,
+                test_vectors=orjson.dumps(vectors).decode() if vectors else "",
+                python_hash=python_hash,
+                shape_hash=shape,
+                cuda_hash=cuda_hash,
                 # at the level mining ran (--compile, as produce's); "none" when not checked
-                "compile": {"arch": k.arch, "level": k.compile_level if k.compile_ok else "none",
-                            "nvrtc_version": nvrtc_version(k.compile_level) if k.compile_ok else "",
-                            "status": "ok" if k.compile_ok else "skipped", "time_ms": k.compile_ms},
-                "gradient_check": grad,
-                "warp_version": warp_version,
-                "generator_version": __version__,
-                "resources": None,  # not measured for mined kernels (produce --resources only)
-                "provenance": {
-                    "path": k.relpath, "line": k.line, "qualname": k.qualname, "overload": k.overload,
-                    "package": k.package, "package_version": versions.get(k.package, ""),
-                    "license": licenses.get(k.package, ""), "executed": vectors is not None,
-                    "not_executed_reason": "" if vectors else not_run,
-                    "gradients_checked": grad["probes"] > 0,
-                    "order_dependent": list(executed.order_dependent) if vectors and executed is not None else [],
-                },
-                "split": assign_split(shape, ratios),
-            })  # fmt: skip
+                compile=CompileInfo(
+                    arch=k.arch,
+                    level=k.compile_level if k.compile_ok else "none",
+                    nvrtc_version=nvrtc_version(k.compile_level) if k.compile_ok else "",
+                    status="ok" if k.compile_ok else "skipped",
+                    time_ms=k.compile_ms,
+                ),
+                gradient_check=GradientCheckInfo(**grad),
+                warp_version=warp_version,
+                generator_version=GENERATOR_VERSION,
+                resources=None,  # not measured for mined kernels (produce --resources only)
+                provenance=Provenance(
+                    path=k.relpath,
+                    line=k.line,
+                    qualname=k.qualname,
+                    overload=k.overload,
+                    package=k.package,
+                    package_version=versions.get(k.package, ""),
+                    license=licenses.get(k.package, ""),
+                    executed=vectors is not None,
+                    not_executed_reason="" if vectors else not_run,
+                    gradients_checked=grad["probes"] > 0,
+                    order_dependent=list(executed.order_dependent) if vectors and executed is not None else [],
+                ),
+            )
+            rows.append({**row.to_dict(), "split": assign_split(shape, ratios)})
     return rows, rejects, preambles
 
 

@@ -13,30 +13,10 @@ import pyarrow as pa
 import yaml
 
 from cudagen_data.contracts.manifest import SPLITS
+from cudagen_data.contracts.row import PROVENANCE_DOCS
 from cudagen_data.publish import card
 
 CONFIG = "real"
-
-PROVENANCE_DOCS = {
-    "path": "The kernel's file, relative to the mined folder's parent (`warp/tests/test_x.py`); never a machine path.",
-    "line": "Line of the kernel's first decorator in that file.",
-    "qualname": (
-        "Python's qualified name of the kernel function (`test_f.<locals>.k` for a kernel defined inside a function)."
-    ),
-    "overload": "Warp's type signature of this overload of a generic kernel; empty for ordinary kernels.",
-    "package": "Distribution the file belongs to (`warp-lang`), or empty for a user's tree.",
-    "package_version": "Version of that distribution.",
-    "license": "License of the file (Warp: `Apache-2.0`); empty where unknown.",
-    "executed": "Whether the kernel ran on Warp's CPU backend with `test_vectors` recorded.",
-    "not_executed_reason": "Why not, when not (an argument type that cannot be made up, a run that crashed, ...).",
-    "gradients_checked": (
-        "Whether the recorded gradients were compared with finite differences (`gradient_check` says the verdict)."
-    ),
-    "order_dependent": (
-        "Outputs and input gradients left out of `test_vectors` (`outputs.x`, `input_grads.y`) because they depend "
-        "on thread order: a run with the threads reversed gave other values (a GPU may too)."
-    ),
-}
 
 
 def render_card_with_real(

@@ -14,7 +14,7 @@ def smooth_cubic(a: wp.array(dtype=float), out: wp.array(dtype=float)):
 @wp.kernel
 def row_mean_squared(a: wp.array2d(dtype=float), n: int, out: wp.array(dtype=float)):
     i = wp.tid()
-    acc = 0.0
+    acc = float(0.0)  # noqa: UP018 - Warp needs float() to declare a variable a dynamic loop mutates
     for j in range(n):
         acc = acc + a[i, j]
     mu = acc / float(n)
