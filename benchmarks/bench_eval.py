@@ -20,7 +20,9 @@ Rows come from --dataset (every split) or are produced first with the producer
 GPU needed): per row, the CPU reference (recorded, fresh and adversarial sets at every
 recorded size; once per row, shared by its candidates) and one judging of the row's own
 kernel on all of them (what each candidate pays in launches), against the judge before
-issue #23 (recorded + one fresh set, three guard fills each) measured in the same run.
+issue #23 (recorded + one fresh set, three guard fills each) measured in the same run;
+and a candidate's NVRTC build (to PTX, as the GPU build) with and without the
+precompiled header the eval workers now keep.
 Both check that every candidate lands where it must (own CUDA: passes; each mutant:
 fails at its stage) and print the disagreements.
 """
@@ -28,6 +30,7 @@ fails at its stage) and print the disagreements.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -134,7 +137,14 @@ def run_stage_cpu(rows: list[dict]) -> int:
 
     from cudagen_data import warp_boundary
     from cudagen_data.eval.reference import ReferenceUnavailable, compute_reference
-    from cudagen_data.eval.run import GUARD_FILLS, judge_set, planned_runs, run_guarded
+    from cudagen_data.eval.run import (
+        GUARD_FILLS,
+        CandidateBuildFailed,
+        compile_substituted,
+        judge_set,
+        planned_runs,
+        run_guarded,
+    )
     from cudagen_data.execution import CPU_OPT_LEVEL
 
     def judged(ref, kernel, runs, backward):
@@ -182,6 +192,22 @@ def run_stage_cpu(rows: list[dict]) -> int:
         f"  CPU reference per row (once per row, all its candidates): now {totals['ref_now'] / n:.3f} s, "
         f"before {totals['ref_before'] / n:.3f} s, ratio {totals['ref_now'] / max(totals['ref_before'], 1e-9):.2f}"
     )
+    builds = [r for r in rows if r["cuda_forward"]][:6]
+    timed: dict[bool, list[float]] = {False: [], True: []}
+    for row in builds:  # alternating, so load on the machine hits both alike
+        for pch in (False, True):
+            t0 = time.perf_counter()
+            try:
+                compile_substituted(row, row["cuda_forward"], None, pch)
+            except CandidateBuildFailed as exc:
+                print(f"  WRONG: the row's own CUDA does not build: {row['id']}: {exc}")
+            timed[pch].append(time.perf_counter() - t0)
+    warp_boundary.remove_nvrtc_pch(os.getpid())
+    if len(builds) > 1:
+        with_pch, without = sum(timed[True][1:]) / (len(builds) - 1), sum(timed[False]) / len(builds)
+        print(f"  candidate build (NVRTC to PTX, as the GPU build), {len(builds)} rows: without the precompiled "
+              f"header {without:.2f} s; with it (as the eval workers build) {with_pch:.2f} s once made "
+              f"(the first build, which makes it, {timed[True][0]:.2f} s): ratio {with_pch / without:.2f}")  # fmt: skip
     now_ms, before_ms = 1000 * totals["judge_now"] / n, 1000 * totals["judge_before"] / n
     print(f"  judging per candidate: now {totals['runs_now'] / n:.1f} launches in {now_ms:.1f} ms, "
           f"before {totals['runs_before'] / n:.1f} launches in {before_ms:.1f} ms, "

@@ -90,21 +90,23 @@ def _guarded_build(build):
     return result
 
 
-def compile_substituted(row: dict, forward: str, backward: str | None = None) -> str:
+def compile_substituted(row: dict, forward: str, backward: str | None = None, precompiled_header: bool = False) -> str:
     """Without a GPU: compile the substituted module to PTX for the row's arch, as a GPU
-    load would; returns the translation unit Warp compiled (tests, dry runs)."""
+    load would; returns the translation unit Warp compiled (tests, dry runs, benchmarks).
+    ``precompiled_header``: as for :func:`candidate_kernel`."""
     arch = int(row["compile"]["arch"])
     with (
         substituted_module(row, forward, backward) as kernel,
         tempfile.TemporaryDirectory(prefix="cudagen-eval-") as tmp,
     ):
-        return _guarded_build(lambda: warp_boundary.compile_module_to_ptx(kernel.module, arch, tmp))
+        return _guarded_build(lambda: warp_boundary.compile_module_to_ptx(kernel.module, arch, tmp, precompiled_header))
 
 
 @contextlib.contextmanager
-def candidate_kernel(row: dict, forward: str, backward: str | None, device: str):
+def candidate_kernel(row: dict, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
     """Yield (kernel, how it was built) with the candidate compiled in, loaded on ``device``
-    (a GPU); CandidateBuildFailed if it does not build."""
+    (a GPU); CandidateBuildFailed if it does not build.  ``precompiled_header``: NVRTC's
+    precompiled header on (a worker process that removes it when done: pool.py)."""
     block_dim = row["block_dim"] or DEFAULT_BLOCK_DIM
     with substituted_module(row, forward, backward) as kernel:
         # A kernel cache of its own: never a binary of an earlier candidate for this row.
@@ -112,7 +114,11 @@ def candidate_kernel(row: dict, forward: str, backward: str | None, device: str)
         with warp_boundary.fresh_kernel_cache():
             built = _guarded_build(
                 lambda: warp_boundary.load_module_on_gpu(
-                    kernel.module, device, block_dim=block_dim, ptx_arch=int(row["compile"]["arch"])
+                    kernel.module,
+                    device,
+                    block_dim=block_dim,
+                    ptx_arch=int(row["compile"]["arch"]),
+                    precompiled_header=precompiled_header,
                 )
             )
             compiled = Path(warp_boundary.compiled_source_path(kernel.module, block_dim))

@@ -26,7 +26,9 @@ from .modules import (
     compile_module_to_ptx,
     compiled_source_path,
     load_module_on_gpu,
+    nvrtc_pch_folders,
     open_batch_module,
+    remove_nvrtc_pch,
     runtime_versions,
 )
 from .nvrtc import NvrtcOptions, nvrtc_compile, nvrtc_supported_archs
@@ -69,6 +71,8 @@ __all__ = [
     "emit_cuda",
     "fresh_kernel_cache",
     "load_module_on_gpu",
+    "nvrtc_pch_folders",
+    "remove_nvrtc_pch",
     "loaded_source",
     "machine_independent_path",
     "nvrtc_compile",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -95,7 +97,7 @@ def batch_module(
 
 
 @contextlib.contextmanager
-def _without_cuda_pch(module, block_dim: int | None = None) -> Iterator[None]:
+def _without_cuda_pch(module, block_dim: int | None = None, enabled: bool = False) -> Iterator[None]:
     """Warp's precompiled headers off for one CUDA build of ``module``.
 
     For a CUDA build, NVRTC (CUDA 13+) writes a ~76 MB precompiled header per module
@@ -106,16 +108,20 @@ def _without_cuda_pch(module, block_dim: int | None = None) -> Iterator[None]:
     a module variant's options when it hashes it, and ``Module.load`` reuses those;
     a variant hashed with the header on is dropped, to be hashed again inside.
     (``Module._compile`` re-reads the config and rehashes by itself.)
+
+    ``enabled``: on instead, for a process that builds many modules and removes the
+    header itself when done (``remove_nvrtc_pch``): the eval workers, where it makes each
+    candidate's NVRTC build ~3x faster (the header of Warp's ``builtin.h`` is reused).
     """
     wp = warp()
     if block_dim is None:
         block_dim = module.options["block_dim"]
     cached = module.resolved_options.get(block_dim)
-    if cached is not None and cached.get("use_precompiled_headers"):
+    if cached is not None and bool(cached.get("use_precompiled_headers")) != enabled:
         module.hashers.pop(block_dim, None)
         module.resolved_options.pop(block_dim, None)
     saved = wp.config.use_precompiled_headers
-    wp.config.use_precompiled_headers = False
+    wp.config.use_precompiled_headers = enabled
     try:
         yield
     finally:
@@ -140,28 +146,31 @@ def build_module(module, device: str) -> str | None:
     )
 
 
-def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int) -> str:
+def load_module_on_gpu(module, device: str, *, block_dim: int, ptx_arch: int, precompiled_header: bool = False) -> str:
     """Compile and load ``module`` on a CUDA device; returns how it was built ("ptx sm_86").
 
     Where Warp emits PTX for this driver it targets ``ptx_arch``.  Warp reads that from
     its global config at load time, so it is set for this call only and restored.
+    ``precompiled_header``: NVRTC's precompiled header on (the caller removes it with
+    :func:`remove_nvrtc_pch` when its process is done).
     """
     wp = warp()
     dev = wp.get_device(device)
     saved = wp.config.ptx_target_arch
     wp.config.ptx_target_arch = ptx_arch
     try:
-        with _without_cuda_pch(module, block_dim):
+        with _without_cuda_pch(module, block_dim, enabled=precompiled_header):
             module.load(dev, block_dim=block_dim)
         return f"{dev.get_cuda_output_format()} sm_{dev.get_cuda_compile_arch()}"
     finally:
         wp.config.ptx_target_arch = saved
 
 
-def compile_module_to_ptx(module, arch: int, folder: str) -> str:
+def compile_module_to_ptx(module, arch: int, folder: str, precompiled_header: bool = False) -> str:
     """Compile a module's CUDA to PTX in ``folder`` the way a GPU load would (no GPU
-    needed); returns the translation unit Warp compiled."""
-    with _without_cuda_pch(module):
+    needed); returns the translation unit Warp compiled.  ``precompiled_header``: as
+    for :func:`load_module_on_gpu`."""
+    with _without_cuda_pch(module, enabled=precompiled_header):
         module._compile(None, folder, f"module.sm{arch}.ptx", arch, use_ptx=True)
     return next(Path(folder).glob("*.cu")).read_text(encoding="utf-8")
 
@@ -179,3 +188,17 @@ def runtime_versions() -> dict[str, int | None]:
     from warp._src.context import runtime
 
     return {"driver": runtime.driver_version, "toolkit": runtime.toolkit_version}
+
+
+def nvrtc_pch_folders(pid: int) -> list[Path]:
+    """The precompiled-header folders NVRTC (CUDA 13+) made for process ``pid``."""
+    places = {Path(tempfile.gettempdir()), Path("/tmp")}
+    return sorted(f for d in places for f in d.glob(f"__nvrtc_auto_pch_{pid}_*") if f.is_dir())
+
+
+def remove_nvrtc_pch(pid: int) -> int:
+    """Remove NVRTC's precompiled-header folders of process ``pid``; how many there were."""
+    found = nvrtc_pch_folders(pid)
+    for folder in found:
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(found)
