@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from . import warp_boundary
+from . import inputs_matter, warp_boundary
 from .bisect import bisect_failures
 from .contracts.reject import RejectReason, error_line
-from .contracts.test_vectors import TestVectors
+from .contracts.test_vectors import TestVectors, VectorSet
 from .spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype, parametric_dtype
 
 CPU_OPT_LEVEL = 0  # ~2x faster LLVM builds than Warp's default; results are checked, not timed
@@ -38,12 +38,29 @@ class ExecutionResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     output_grads: dict[str, np.ndarray] = field(default_factory=dict)
     input_grads: dict[str, np.ndarray] = field(default_factory=dict)
+    # the runs at the other sizes (sizes.py), in the order asked: (label, spec at that size, run)
+    more_sizes: list[tuple[str, KernelSpec, ExecutionResult]] = field(default_factory=list)
+    # with probe_inputs: arguments whose fresh values changed no output (inputs.py)
+    unused_args: list[str] = field(default_factory=list)
 
 
-def input_rng(spec: KernelSpec) -> np.random.Generator:
-    """The rng for a spec's inputs: a stream of its own, apart from the generator's."""
+@dataclass(frozen=True)
+class SizedRun:
+    """A run asked at another size: its label, the spec at that size, and the recorded
+    (inputs, output gradients) to run with (None: drawn from the size's own stream)."""
+
+    label: str
+    spec: KernelSpec
+    given: tuple[dict, dict] | None = None
+    guard: float = 0.0  # > 0 for a guessed size: run_kernel's out-of-bounds guard, this many times each array
+
+
+def input_rng(spec: KernelSpec, stream: str = "") -> np.random.Generator:
+    """The rng for a spec's inputs: a stream of its own, apart from the generator's
+    (``stream``: another size's, or a fresh draw's; "" the recorded size's)."""
+    extra = [xxhash.xxh32_intdigest(stream.encode())] if stream else []
     return np.random.default_rng(
-        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 7]
+        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 7, *extra]
     )
 
 
@@ -65,8 +82,8 @@ def draw_value(arg: ArgSpec, rng: np.random.Generator) -> Value:
     return data
 
 
-def draw_inputs(spec: KernelSpec) -> dict[str, Value]:
-    rng = input_rng(spec)
+def draw_inputs(spec: KernelSpec, stream: str = "") -> dict[str, Value]:
+    rng = input_rng(spec, stream)
     return {arg.name: draw_value(arg, rng) for arg in spec.args}
 
 
@@ -130,6 +147,8 @@ def execute_specs(
     device: str = "cpu",
     reference_checks: dict[str, ReferenceCheck] | None = None,
     given: Sequence[tuple[dict, dict] | None] | None = None,
+    more: Sequence[Sequence[SizedRun]] | None = None,
+    probe_inputs: bool = False,
     on_run: Callable[[int, object, ExecutionResult], None] | None = None,
 ) -> list[ExecutionResult]:
     """Run each spec once (forward + backward) and judge the results; one result per spec.
@@ -138,7 +157,12 @@ def execute_specs(
     build for all), the batch is split in halves until the culprits stand alone.
     ``reference_checks`` maps a category to a NumPy check (None means: the registry's).
     ``given`` supplies, per spec, recorded (inputs, output gradients) to run with instead
-    of drawing them (re-checking a row's test vectors, here or on a GPU).
+    of drawing them (re-checking a row's test vectors, here or on a GPU).  ``more`` asks,
+    per spec, for runs at other sizes on the same build (sizes.py; each judged like the
+    first, into ``result.more_sizes``); they run only where the first run passed.
+    ``probe_inputs``: check that the outputs depend on the inputs (inputs_matter.py): a kernel
+    whose outputs ignore every input is rejected (input_blind), and the arguments that
+    reach no output are listed in ``result.unused_args``.
     ``on_run(i, kernel, result)`` is called for each successful run while its kernel is
     still loaded (the gradient check of a kernel without a float64 twin runs the very
     kernel this built, instead of building it again: gradcheck.check_own_build).
@@ -168,9 +192,20 @@ def execute_specs(
                     results.append(ExecutionResult(False, RejectReason.BUILD_ERROR, build_error))
                 else:
                     inputs, grads = given[i] if given is not None and given[i] is not None else (None, None)
-                    results.append(run_kernel(spec, kernel, device, reference_checks.get(spec.category), inputs, grads))
-                    if on_run is not None and results[-1].ok:
-                        on_run(i, kernel, results[-1])
+                    check = reference_checks.get(spec.category)
+                    result = run_kernel(spec, kernel, device, check, inputs, grads)
+                    if result.ok and probe_inputs:
+                        probe_inputs_of(spec, kernel, device, result)
+                    if result.ok:
+                        for sized in more[i] if more is not None else ():
+                            sized_inputs, sized_grads = sized.given or (draw_inputs(sized.spec, sized.label), None)
+                            run = run_kernel(
+                                sized.spec, kernel, device, check, sized_inputs, sized_grads, sized.label, sized.guard
+                            )
+                            result.more_sizes.append((sized.label, sized.spec, run))
+                    results.append(result)
+                    if on_run is not None and result.ok:
+                        on_run(i, kernel, result)
             return results
 
     return bisect_failures(list(range(len(specs))), attempt)
@@ -183,8 +218,15 @@ def run_kernel(
     reference_check: ReferenceCheck | None = None,
     inputs: dict[str, Value] | None = None,
     output_grads: dict[str, np.ndarray] | None = None,
+    stream: str = "",
+    guard: float = 0.0,
 ) -> ExecutionResult:
-    """Launch one kernel on seeded (or given) inputs, then backward; judge outputs and gradients."""
+    """Launch one kernel on seeded (or given) inputs, then backward; judge outputs and gradients.
+    ``stream`` names the draw of another size (its output gradients are seeded apart too).
+    ``guard`` > 0: the arrays live at the start of buffers ``guard`` times their size (plus
+    :data:`GUARD_PAD`), the rest filled with a sentinel; a run that writes there, or reads
+    NaN from there, fails (out_of_bounds): a size guessed for a kernel (sizes.py) is kept
+    only where the kernel stays inside its arrays at that size."""
     wp = warp_boundary.warp()
     if inputs is None:
         inputs = draw_inputs(spec)
@@ -192,7 +234,9 @@ def run_kernel(
         False, inputs={k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
     )
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
-    warp_args = {a.name: to_warp(a, inputs[a.name], device, a in grad_args) for a in spec.args}
+    guards = Guards(guard) if guard > 0 else None
+    make = guards.array if guards is not None else to_warp
+    warp_args = {a.name: make(a, inputs[a.name], device, a in grad_args) for a in spec.args}
     tape = wp.Tape()
     try:
         with tape:
@@ -203,9 +247,13 @@ def run_kernel(
     except Exception as exc:  # noqa: BLE001
         result.reason, result.detail = RejectReason.LAUNCH_ERROR, error_line(exc)
         return result
-    bad = check_outputs(spec, inputs, result.outputs)
+    bad = guards.breach() if guards is not None else None
+    bad = bad or check_outputs(spec, inputs, result.outputs)
     if bad is None and reference_check is not None:
-        message = reference_check(spec, result.inputs, result.outputs)
+        try:
+            message = reference_check(spec, result.inputs, result.outputs)
+        except Exception as exc:  # noqa: BLE001 - a reference that cannot take these shapes: not this kernel's size
+            message = f"reference failed: {error_line(exc)}"
         if message:
             bad = (RejectReason.REFERENCE_MISMATCH, message)
     if bad is not None:
@@ -215,10 +263,10 @@ def run_kernel(
     if forward_only_reason(spec.python_source):
         result.ok = True  # forward checked; a forward-only kernel ships no backward to run
         return result
-    seeds = output_grads if output_grads is not None else draw_output_grads(spec, grad_args)
+    seeds = output_grads if output_grads is not None else draw_output_grads(spec, grad_args, stream)
     try:
         if seeds:
-            tape.backward(grads={warp_args[n]: to_warp(_arg(spec, n), g, device, False) for n, g in seeds.items()})
+            tape.backward(grads={warp_args[n]: make(_arg(spec, n), g, device, False) for n, g in seeds.items()})
         result.output_grads = seeds
         result.input_grads = {a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"}
     except Exception as exc:  # noqa: BLE001
@@ -226,12 +274,83 @@ def run_kernel(
         return result
     finally:
         tape.reset()
+    breach = guards.breach() if guards is not None else None
+    if breach is not None:
+        result.reason, result.detail = breach
+        return result
     for name, grad in result.input_grads.items():
         if not np.all(np.isfinite(grad)):
             result.reason, result.detail = RejectReason.NAN_GRADIENT, f"gradient of {name!r} has non-finite values"
             return result
     result.ok = True
     return result
+
+
+GUARD_PAD = 1024  # sentinel components after every guarded array, beyond its grown capacity
+
+
+class Guards:
+    """Arrays for :func:`run_kernel`'s ``guard``: each at the start of a larger NumPy buffer
+    whose tail holds a sentinel (NaN for floats, 0 for gradients, an unlikely integer
+    otherwise); :meth:`breach` says whether a launch wrote into a tail (or read NaN from one
+    into an output).  The buffers live as long as this object."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+        self.tails: list[tuple[str, np.ndarray, int, np.ndarray]] = []  # (name, buffer, n, tail at start)
+
+    def _buffer(self, name: str, flat: np.ndarray, fill) -> np.ndarray:
+        n = flat.size
+        buf = np.empty(int(n * self.factor) + GUARD_PAD, dtype=flat.dtype)
+        buf[:n] = flat
+        buf[n:] = fill
+        self.tails.append((name, buf, n, buf[n:].copy()))
+        return buf
+
+    def array(self, arg: ArgSpec, value: Value, device: str, requires_grad: bool):
+        if arg.kind != "array":
+            return to_warp(arg, value, device, requires_grad)
+        wp = warp_boundary.warp()
+        flat = np.ascontiguousarray(value).reshape(-1)
+        kind = flat.dtype.kind
+        fill = np.nan if kind == "f" else (True if kind == "b" else np.iinfo(flat.dtype).max - 7)
+        wp_type = warp_dtype(arg.dtype)
+        buf = self._buffer(arg.name, flat, fill)
+        arr = wp.array(ptr=buf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
+        if requires_grad:
+            gbuf = self._buffer(f"{arg.name}.grad", np.zeros_like(flat), 0)
+            arr.grad = wp.array(ptr=gbuf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
+        return arr
+
+    def breach(self) -> tuple[RejectReason, str] | None:
+        for name, buf, n, tail in self.tails:
+            if not np.array_equal(buf[n:], tail, equal_nan=buf.dtype.kind == "f"):
+                return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r} at this size"
+        return None
+
+
+def forward_outputs(spec: KernelSpec, kernel, device: str, inputs: dict[str, Value]) -> dict[str, np.ndarray]:
+    """One forward launch on ``inputs`` (no tape): the arrays the kernel writes."""
+    warp_args = {a.name: to_warp(a, inputs[a.name], device, False) for a in spec.args}
+    launch(spec, kernel, [warp_args[a.name] for a in spec.args], device)
+    return {a.name: warp_args[a.name].numpy() for a in spec.args if a.kind == "array" and a.role != "in"}
+
+
+def probe_inputs_of(spec: KernelSpec, kernel, device: str, result: ExecutionResult) -> None:
+    """Judge ``result`` (a passing run) by inputs_matter: reject it if its outputs ignore
+    every input, list the arguments that reach no output."""
+    verdict = inputs_matter.judge(
+        spec,
+        result.inputs,
+        result.outputs,
+        lambda inputs: forward_outputs(spec, kernel, device, inputs),
+        lambda stream: draw_inputs(spec, stream),
+    )
+    result.unused_args = verdict.unused
+    if verdict.blind:
+        result.ok = False
+        result.reason = RejectReason.INPUT_BLIND
+        result.detail = "outputs are the same for fresh inputs: they ignore every input"
 
 
 def uses_while_loop(source: str) -> bool:
@@ -283,10 +402,11 @@ def call_name(node: ast.AST) -> str:
     return ""
 
 
-def draw_output_grads(spec: KernelSpec, grad_args: list[ArgSpec]) -> dict[str, np.ndarray]:
+def draw_output_grads(spec: KernelSpec, grad_args: list[ArgSpec], stream: str = "") -> dict[str, np.ndarray]:
     """Seed gradients for every float output, from a stream of the spec's own."""
+    extra = [xxhash.xxh32_intdigest(stream.encode())] if stream else []
     rng = np.random.default_rng(
-        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 11]
+        [spec.seed & 0xFFFFFFFFFFFFFFFF, xxhash.xxh32_intdigest(spec.category.encode()), spec.index, 11, *extra]
     )
     seeds = {}
     for a in grad_args:
@@ -312,5 +432,20 @@ def _arg(spec: KernelSpec, name: str) -> ArgSpec:
 
 
 def test_vectors(spec: KernelSpec, result: ExecutionResult) -> TestVectors:
-    """The test vectors of a successful run."""
-    return TestVectors.of(spec, result.inputs, result.outputs, result.output_grads, result.input_grads)
+    """The test vectors of a successful run: its own size, and every other size that passed."""
+    recorded = VectorSet.of(spec, result.inputs, result.outputs, result.output_grads, result.input_grads)
+    more = [
+        VectorSet.of(sized, run.inputs, run.outputs, run.output_grads, run.input_grads, label)
+        for label, sized, run in result.more_sizes
+        if run.ok
+    ]
+    return TestVectors.of_sets(recorded, more)
+
+
+def size_note(result: ExecutionResult, fixed_reason: str) -> str:
+    """Why a successful run's test vectors hold only some sizes ("" when every size asked passed):
+    ``fixed_reason`` (sizes.fixed_size_reason) where no other size was asked, else each failed size's reason."""
+    if not result.more_sizes:
+        return f"fixed size: {fixed_reason}" if fixed_reason else ""
+    failed = [f"{label}: {run.reason}: {run.detail}" for label, _, run in result.more_sizes if not run.ok]
+    return "; ".join(failed)

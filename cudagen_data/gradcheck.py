@@ -31,6 +31,7 @@ All kernels of a batch are built as one Warp CPU module, like execution.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ import numpy as np
 import xxhash
 
 from . import warp_boundary
+from .contracts.test_vectors import TestVectors
 from .execution import CPU_OPT_LEVEL, ExecutionResult, call_name, forward_only_reason, launch, to_warp
 from .gpu.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from .spec import ArgSpec, KernelSpec, is_float_dtype
@@ -213,10 +215,24 @@ class Point:
 
     inputs: dict
     output_grads: dict
+    # the row's other sizes: (the spec at that size, its inputs, its output seeds); each is
+    # checked too, on the same build (a verified row is verified at every recorded size)
+    sizes: tuple[tuple[KernelSpec, dict, dict], ...] = ()
 
     @classmethod
     def of(cls, run: ExecutionResult) -> Point:
-        return cls(run.inputs, run.output_grads)
+        sizes = tuple((s, r.inputs, r.output_grads) for _, s, r in run.more_sizes if r.ok)
+        return cls(run.inputs, run.output_grads, sizes)
+
+    @classmethod
+    def of_vectors(cls, spec: KernelSpec, vectors: TestVectors) -> Point:
+        """The point of a row's test vectors, every set (``spec``: the row's, at its own size)."""
+        sets = vectors.sets()
+        decoded = [v.decoded() for v in sets]
+        sizes = tuple(
+            (v.sized_spec(spec), d["inputs"], d["output_grads"]) for v, d in zip(sets[1:], decoded[1:], strict=True)
+        )
+        return cls(decoded[0]["inputs"], decoded[0]["output_grads"], sizes)
 
 
 def _plan(pos: int, spec: KernelSpec, run: Point) -> _Plan:
@@ -284,7 +300,7 @@ def check_gradients(
                 error = _build(batch.module, device)
                 if error is None:
                     for p, kernel in live:
-                        results[p.pos] = _check_one(p, kernel, device, originals[p.pos][0])
+                        results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos])
                     return
                 culprit = _blamed(live, error)
                 if culprit is None:
@@ -331,7 +347,33 @@ def check_own_build(spec: KernelSpec, kernel, point: Point, *, device: str = "cp
     plan = _plan(0, spec, point)
     if plan.spec is not spec:
         return None
-    return _check_one(plan, kernel, device, spec)
+    return _check_sizes(plan, kernel, device, spec, point)
+
+
+def _check_sizes(plan: _Plan, kernel, device: str, original: KernelSpec, point: Point) -> GradientCheck:
+    """:func:`_check_one` at the point's own size, then at each of its other sizes on the
+    same kernel: verified where every size verifies (or, past the first, has only
+    non-smooth probes); the first size's verdict otherwise, or the first mismatch."""
+    first = _check_one(plan, kernel, device, original)
+    if first.status != "verified" or not point.sizes:
+        return first
+    checks = [first]
+    for sized, inputs, seeds in point.sizes:
+        if plan.spec is original:
+            q = _Plan(plan.pos, sized, plan.precision, inputs, seeds, plan.fallback)
+        else:
+            q = _Plan(plan.pos, twin_spec(sized), FLOAT64, widen_all(inputs, sized.args), widen_all(seeds, sized.args))
+        check = _check_one(q, kernel, device, sized)
+        if check.status == "mismatch":
+            size = "x".join(str(d) for d in sized.launch_dim)
+            return dataclasses.replace(check, reason=f"at launch {size}: {check.reason}")
+        checks.append(check)
+    return dataclasses.replace(
+        first,
+        probes=sum(c.probes for c in checks),
+        worst_rel_error=max(c.worst_rel_error for c in checks),
+        non_smooth=sum(c.non_smooth for c in checks),
+    )
 
 
 def check_built(spec: KernelSpec, kernel, point: Point, *, device: str = "cpu") -> GradientCheck:

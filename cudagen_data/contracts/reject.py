@@ -39,12 +39,21 @@ class RejectReason(str, Enum):
     REFERENCE_MISMATCH = ("reference_mismatch", "execute")
     BACKWARD_ERROR = ("backward_error", "execute")
     NAN_GRADIENT = ("nan_gradient", "execute")
+    # a run at another size (sizes.py) wrote outside its arrays: that size is left out of the
+    # row (a row is never rejected for it: only its generated size must pass)
+    OUT_OF_BOUNDS = ("out_of_bounds", "execute")
+    # outputs unchanged when every input is drawn afresh (inputs_matter.py): a table of the
+    # recorded outputs would pass any judge
+    INPUT_BLIND = ("input_blind", "execute")
     EXECUTION_ERROR = ("execution_error", "execute")
     # The worker died running the slot alone.  Charged to execution: native code running
     # a kernel is what crashes a worker (in --fast, to the last stage the slot reached).
     WORKER_CRASH = ("worker_crash", "execute")
     # Warp's tape gradient (what cuda_backward computes) disagrees with finite differences
     ADJOINT_MISMATCH = ("adjoint_mismatch", "gradcheck")
+    # a backward whose input gradients are zero everywhere on every recorded size: 0 = 0
+    # verifies nothing about an adjoint
+    VACUOUS_BACKWARD = ("vacuous_backward", "gradcheck")
     DUPLICATE_PYTHON = ("duplicate_python", "dedup")
     DUPLICATE_CUDA = ("duplicate_cuda", "dedup")
 

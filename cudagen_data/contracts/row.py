@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # bump when a column is added, removed or changes meaning
+SCHEMA_VERSION = 4  # bump when a column is added, removed or changes meaning
 
 
 def column(arrow_type: pa.DataType, doc: str, **kwargs):
@@ -185,8 +185,18 @@ class Row:
     )
     test_vectors: str = column(
         pa.string(),
-        "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend (format below); empty with "
-        "`--fast`.",
+        "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend at the row's size and at other "
+        "sizes (format below); empty with `--fast`.",
+    )
+    size_note: str = column(
+        pa.string(),
+        "Why `test_vectors` lacks some of the other sizes (`fixed size: <reason>` for a kernel that runs at one "
+        'size only, else each missing size\'s reason); empty when it holds all three (see "Several sizes per row").',
+    )
+    unused_args: list[str] = column(
+        pa.list_(pa.string()),
+        "Arguments that reach no output: redrawing one alone (twice, fresh values) changed no output, or its name "
+        'does not occur in the kernel\'s body (see "Inputs that matter"); empty for most rows.',
     )
     python_hash: str = column(
         pa.string(),

@@ -25,7 +25,7 @@ from .. import canonical
 from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
 from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
 from ..contracts.test_vectors import TestVectors
-from ..execution import execute_specs, forward_only_reason
+from ..execution import SizedRun, execute_specs, forward_only_reason
 from ..extract import ExtractedKernel, compile_units, extract_source
 from ..extract.levels import COMPILE_LEVELS
 from ..extract.resources import ResourceError, measure_unit
@@ -79,6 +79,13 @@ def row_to_spec(row: dict) -> KernelSpec:
         seed=row["metadata"]["seed"],
         index=row["metadata"]["index"],
     )
+
+
+def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
+    """The gradient check's point for a row: every recorded size."""
+    from ..gradcheck import Point  # not at import: gradcheck -> gpu.twin -> gpu -> this module
+
+    return Point.of_vectors(spec, vectors)
 
 
 def check_schema(row: dict) -> list[str]:
@@ -264,6 +271,13 @@ def check_gradient_declaration(row: dict) -> list[str]:
         return ["no cuda_backward, but the row is not forward-only"]
     if "enable_backward" in (declared or "") and row["cuda_backward"]:
         return ["declared forward-only, but cuda_backward is not empty"]
+    if status == "verified" and row.get("test_vectors"):
+        try:
+            vacuous = TestVectors.from_json(row["test_vectors"]).input_grads_all_zero()
+        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError):
+            return []  # unreadable vectors are reported by the re-run
+        if vacuous:
+            return ["verified, but its input gradients are zero everywhere on every size (a vacuous backward)"]
     return []
 
 
@@ -387,48 +401,65 @@ def check_rows(
     real = [i for i, row, _, _ in runnable if row["test_vectors"] and "provenance" in row]
     if real:
         _rerun_real(real, chunk, reports, fail, rtol, atol)
-    specs, given, recorded = [], [], []
+    # Every recorded set (every size) is run again: the row's own size first, the others
+    # on the same build (execute_specs' ``more``), each against its own recorded values.
+    specs, given, recorded, more, points = [], [], [], [], []
     for i, row, _, _ in runnable:
         if not row["test_vectors"] or "provenance" in row:
             continue
         try:
-            inputs, outputs, out_grads, in_grads = recorded_run(row)
-            specs.append(row_to_spec(row))
+            vectors = TestVectors.from_json(row["test_vectors"])
+            spec = row_to_spec(row)
+            sets = [(v, v.decoded()) for v in vectors.sets()]
+            sized = [SizedRun(v.size, v.sized_spec(spec), (d["inputs"], d["output_grads"])) for v, d in sets[1:]]
+            point = gradcheck_point(spec, vectors)
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             fail(i, "test_vectors", f"unreadable test vectors: {exc}")
             continue
-        given.append((inputs, out_grads))
-        recorded.append((i, outputs, in_grads))
+        specs.append(spec)
+        given.append((sets[0][1]["inputs"], sets[0][1]["output_grads"]))
+        recorded.append((i, [(v.size, d["outputs"], d["input_grads"]) for v, d in sets]))
+        more.append(sized)
+        points.append(point)
     if not specs:
         return reports
-    from ..gradcheck import Point, check_gradients, check_own_build, summary_reason
+    from ..gradcheck import check_gradients, check_own_build, summary_reason
 
-    wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _, _ in recorded]
+    wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _ in recorded]
     own = {}  # a row checked on the kernel its re-run built (no float64 twin), as produce does
 
     def check_own(k: int, kernel, run) -> None:
         if wants_check[k]:
-            own[k] = check_own_build(specs[k], kernel, Point(*given[k]))
+            own[k] = check_own_build(specs[k], kernel, points[k])
 
-    runs = execute_specs(specs, reference_checks={}, given=given, on_run=check_own)
-    for (i, outputs, in_grads), run in zip(recorded, runs, strict=False):
+    runs = execute_specs(specs, reference_checks={}, given=given, more=more, on_run=check_own)
+    for (i, sets), run in zip(recorded, runs, strict=False):
         reports[i].checks_run["cpu_execution"] += 1
         if not run.ok:
             fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
             continue
-        _compare_with_recorded(
-            lambda m, i=i: fail(i, "cpu_execution", m), outputs, in_grads, run.outputs, run.input_grads, rtol, atol
-        )
+        reruns = [(sets[0][0], run), *((label, r) for label, _, r in run.more_sizes)]
+        for (size, outputs, in_grads), (_, rerun) in zip(sets, reruns, strict=True):
+            if size != sets[0][0]:
+                reports[i].checks_run["cpu_execution_other_sizes"] += 1
+
+            def fail_at(m: str, i: int = i, size: str = size, own: str = sets[0][0]) -> None:
+                fail(i, "cpu_execution", m if size == own else f"size {size}: {m}")
+
+            if not rerun.ok:
+                fail_at(f"{rerun.reason}: {rerun.detail}")
+                continue
+            _compare_with_recorded(fail_at, outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
     # The gradient check again, from scratch, where the row says its backward is verified.
     verified = [
         (k, spec, point, i)
-        for k, (spec, point, (i, _, _)) in enumerate(zip(specs, given, recorded, strict=False))
+        for k, (spec, point, (i, _)) in enumerate(zip(specs, points, recorded, strict=False))
         if wants_check[k]
     ]
     if verified:
         todo = [v for v in verified if own.get(v[0]) is None]
         found = dict(
-            zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [Point(*v[2]) for v in todo]), strict=False)
+            zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [v[2] for v in todo]), strict=False)
         )
         for k, _, _, i in verified:
             check = own.get(k) or found[k]

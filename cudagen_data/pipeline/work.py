@@ -113,6 +113,8 @@ def run_batch(
             warp_version,
             check,
             item.resources,
+            size_note=item.size_note,
+            unused_args=item.unused_args,
         )
     result.worker_rss_mb = _rss_mb()
     return result
@@ -168,6 +170,9 @@ def build_row(
     warp_version: str,
     gradient_check: GradientCheck,
     resources: ResourceInfo | None = None,
+    *,
+    size_note: str = "",
+    unused_args: list[str] = (),
 ) -> Row:
     """A dataset row (the contract: contracts/row.py)."""
     python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
@@ -196,6 +201,8 @@ def build_row(
         launch_dim=list(spec.launch_dim),
         block_dim=spec.block_dim,
         test_vectors=vectors.to_json() if vectors is not None else "",
+        size_note=size_note,
+        unused_args=list(unused_args),
         python_hash=python_hash,
         shape_hash=shape_hash,
         cuda_hash=kernel.cuda_hash,

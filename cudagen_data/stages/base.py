@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import warp_boundary
 from ..contracts.reject import Reject, RejectReason
@@ -27,6 +27,8 @@ class Item:
     compile_ms: float = 0.0  # compile (its share of the batch's NVRTC call, plus its resources build)
     resources: ResourceInfo | None = None  # compile, with --resources
     vectors: TestVectors | None = None  # execute
+    size_note: str = ""  # execute: why vectors lack some size (sizes.py)
+    unused_args: list[str] = field(default_factory=list)  # execute: arguments that reach no output
     gradient_check: GradientCheck | None = None  # gradcheck
     own_build_check: GradientCheck | None = None  # execute, for gradcheck: checked on the kernel execute built
 

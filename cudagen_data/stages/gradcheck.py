@@ -1,7 +1,9 @@
 """gradcheck: is the shipped backward right?  Warp's tape gradient against finite
 differences of the forward (cudagen_data/gradcheck.py), on the float64 twin where Warp
 has one; rows that disagree are rejected (adjoint_mismatch), every other row records
-what was verified."""
+what was verified.  A row that ships a backward whose input gradients are zero everywhere
+on every recorded size is rejected (vacuous_backward): the gradient check would compare
+0 with 0, which verifies nothing about an adjoint."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from .base import Item, Stage
 
 class GradientCheckStage(Stage):
     name = "gradcheck"
-    reasons = (RejectReason.ADJOINT_MISMATCH,)
+    reasons = (RejectReason.ADJOINT_MISMATCH, RejectReason.VACUOUS_BACKWARD)
 
     def __init__(self) -> None:
         super().__init__()
@@ -23,10 +25,7 @@ class GradientCheckStage(Stage):
     def process(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         t0 = time.perf_counter()
         todo = [item for item in items if item.own_build_check is None]  # the rest: checked by execute
-        points = []
-        for item in todo:
-            decoded = item.vectors.decoded()
-            points.append(Point(decoded["inputs"], decoded["output_grads"]))
+        points = [Point.of_vectors(item.spec, item.vectors) for item in todo]
         found = dict(
             zip((id(item) for item in todo), check_gradients([item.spec for item in todo], points), strict=False)
         )
@@ -34,7 +33,11 @@ class GradientCheckStage(Stage):
         self.share_ms = (time.perf_counter() - t0) * 1000.0 / len(items)
         kept, rejects = [], []
         for item, check in zip(items, checks, strict=False):
-            if check.status == "mismatch":
+            if check.status != "forward_only" and item.vectors.input_grads_all_zero():
+                rejects.append(
+                    item.reject(RejectReason.VACUOUS_BACKWARD, "input gradients are zero everywhere on every size")
+                )
+            elif check.status == "mismatch":
                 rejects.append(item.reject(RejectReason.ADJOINT_MISMATCH, summary_reason(check)))
             else:
                 item.gradient_check = check
