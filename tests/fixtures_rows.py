@@ -202,6 +202,8 @@ def make_row(index: int, seed: int = 7, shape_hash: str | None = None, with_back
             }
         ),
         "resources": None,
+        "size_note": "fixed size: a fixture row (one set)",
+        "unused_args": [],
     }
 
 

@@ -76,8 +76,11 @@ def test_validate_catches_a_wrong_backward_claimed_verified(tmp_path):
     )
     report = validate_path(_jsonl(tmp_path / "bad.jsonl", [row.to_dict()]))
     failures = [(f.check, f.message) for f in report.failures]
-    assert [c for c, _ in failures] == ["gradient_check"], failures
-    assert "re-check says mismatch" in failures[0][1] and "dynamic for loop" in failures[0][1]
+    assert {c for c, _ in failures} == {"gradient_check"}, failures
+    # Warp's wrong adjoint here returns zero input gradients: the vacuous-backward check
+    # of the recorded vectors says so too, next to the re-check's mismatch
+    mismatch = [m for _, m in failures if "re-check says mismatch" in m]
+    assert len(mismatch) == 1 and "dynamic for loop" in mismatch[0], failures
 
 
 def test_validate_catches_false_forward_only_claims(rows, tmp_path):

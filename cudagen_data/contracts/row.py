@@ -188,16 +188,6 @@ class Row:
         "JSON string: inputs, outputs and gradients recorded on Warp's CPU backend at the row's size and at other "
         "sizes (format below); empty with `--fast`.",
     )
-    size_note: str = column(
-        pa.string(),
-        "Why `test_vectors` lacks some of the other sizes (`fixed size: <reason>` for a kernel that runs at one "
-        'size only, else each missing size\'s reason); empty when it holds all three (see "Several sizes per row").',
-    )
-    unused_args: list[str] = column(
-        pa.list_(pa.string()),
-        "Arguments that reach no output: redrawing one alone (twice, fresh values) changed no output, or its name "
-        'does not occur in the kernel\'s body (see "Inputs that matter"); empty for most rows.',
-    )
     python_hash: str = column(
         pa.string(),
         "Hash of the canonical Python source (formatting and comments normalised); exact duplicates share it.",
@@ -220,6 +210,18 @@ class Row:
         "What NVIDIA's compiler (NVRTC + ptxas, Warp's options, `-Xptxas -v`) reports building the kernels to "
         "machine code for the row's arch (struct, fields below); null unless made with `cudagen produce --resources`.",
         default=None,
+    )
+    size_note: str = column(
+        pa.string(),
+        "Why `test_vectors` lacks some of the other sizes (`fixed size: <reason>` for a kernel that runs at one "
+        'size only, else each missing size\'s reason); empty when it holds all three (see "Several sizes per row").',
+        default="",
+    )
+    unused_args: list[str] = column(
+        pa.list_(pa.string()),
+        "Arguments that reach no output: redrawing one alone (twice, fresh values) changed no output, or its name "
+        'does not occur in the kernel\'s body (see "Inputs that matter"); empty for most rows.',
+        default_factory=list,
     )
 
     def to_dict(self) -> dict:
