@@ -70,6 +70,9 @@ class RunStats:
     elapsed_seconds: float = 0.0
     # category -> ResourceTally.to_json() of the rows with a `resources` column (--resources)
     resources: dict[str, dict] = field(default_factory=dict)
+    # category -> {"rows": executed rows, "all_sizes": rows with 3 sizes in test_vectors,
+    # "fixed_size": rows of a kernel that runs at one size only, "unused_args": rows with one}
+    sizes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def new(cls, categories, splits) -> RunStats:
@@ -101,8 +104,19 @@ class RunStats:
         backward_lines: int,
         gradient_status: str = "unchecked",
         resources: ResourceInfo | None = None,
+        *,
+        sizes: int = 0,
+        fixed_size: bool = False,
+        unused_args: bool = False,
     ) -> None:
+        """``sizes``: how many sizes the row's test vectors hold (0: none, ``--fast``)."""
         self.accepted[category] += 1
+        if sizes:
+            tally = self.sizes.setdefault(category, {"rows": 0, "all_sizes": 0, "fixed_size": 0, "unused_args": 0})
+            tally["rows"] += 1
+            tally["all_sizes"] += sizes >= 3
+            tally["fixed_size"] += fixed_size
+            tally["unused_args"] += unused_args
         if resources is not None:
             tally = ResourceTally.from_json(self.resources.get(category))
             tally.add(resources)
@@ -138,6 +152,21 @@ class RunStats:
             "by_category": by_cat,
             "verified_rate": round(total["verified"] / rows, 4) if rows else None,
         }
+
+    def sizes_json(self) -> dict | None:
+        """Per category and in all: executed rows, rows with all 3 sizes (and their share),
+        fixed-size rows, rows with an unused argument; None when nothing was executed."""
+        if not self.sizes:
+            return None
+        total: Counter = Counter()
+        for d in self.sizes.values():
+            total.update(d)
+
+        def summary(d) -> dict:
+            rows = d["rows"]
+            return {**dict(d), "all_sizes_rate": round(d["all_sizes"] / rows, 4) if rows else None}
+
+        return {"by_category": {c: summary(d) for c, d in sorted(self.sizes.items())}, "all": summary(total)}
 
     def resources_json(self) -> dict | None:
         """Per category and in all: rows measured, median registers (forward, backward), rows
@@ -182,6 +211,7 @@ class RunStats:
             "execution_pass_rate": None if fast else self.stages["execute"].pass_rate(),
             "gradient_check": self.gradient_check_json(),
             "resources": self.resources_json(),
+            "sizes": self.sizes_json(),
             "stages": {name: c.to_json() for name, c in self.stages.items()},
             # timing fields: the only values that differ between two identical runs
             "generation_time_seconds": round(elapsed, 3),

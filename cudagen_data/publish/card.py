@@ -354,6 +354,51 @@ def _gradients_section(stats: dict) -> str:
     return "\n\n".join(out)
 
 
+SIZES_DOC = """\
+Each row's kernel ran at three problem sizes, all in `test_vectors` (the row's own size at the
+top level, the others in `more_sizes`): the generated one; `large`, twice the launch along its
+first axis; and `ragged`: for an ordinary kernel more threads than one CUDA block of 256 and
+not a multiple of it (a GPU runs a partial last block), for a tile kernel another number of
+tiles. The other sizes are derived from the row's own: the first launch axis grows and every
+array axis, by-value size argument and reference parameter tied to it grows with it. A size is
+kept only where the kernel, run on fresh inputs at that size, stays inside its arrays (each
+array sat in a larger buffer with a sentinel tail that must be untouched), passes the output
+checks and the category's NumPy reference, and (rows with a backward) the gradient check. A
+row that lacks a size says why in `size_note` (`fixed size: ...` where the kernel can only
+run at one size)."""
+
+INPUTS_DOC = """\
+Every row's outputs depend on its inputs: each kernel ran again on fresh inputs (a draw of its
+own, not the recorded one), and a kernel whose outputs came out the same for every input
+(a table of its recorded outputs would pass any judge) is not in the dataset (`input_blind` in
+the rejects). An argument that reaches no output (redrawn alone, twice, no output changed; or
+never named in the kernel's body) is listed in the row's `unused_args`. A backward whose
+input gradients are zero everywhere at every recorded size verifies nothing (0 = 0): such rows
+are not in the dataset either (`vacuous_backward` in the rejects)."""
+
+
+def _sizes_section(stats: dict) -> str:
+    """How the sizes were made, and per category how many rows have all three."""
+    sizes = stats.get("sizes")
+    if not sizes:
+        return SIZES_DOC
+    rows = []
+    for label, d in [*((f"`{c}`", d) for c, d in sizes["by_category"].items()), ("**all**", sizes["all"])]:
+        share = d["all_sizes"] / d["rows"] if d["rows"] else 0.0
+        rows.append(
+            (
+                label,
+                _fmt_int(d["rows"]),
+                _fmt_int(d["all_sizes"]),
+                _pct(share),
+                _fmt_int(d["fixed_size"]),
+                _fmt_int(d["unused_args"]),
+            )
+        )
+    head = ("category", "rows", "3 sizes", "%", "fixed size", "with unused args")
+    return SIZES_DOC + "\n\n" + _table(head, rows)
+
+
 RESOURCES_DOC = """\
 Made with `--resources`: each row's translation unit was also built alone to machine code
 for the row's arch by NVIDIA's NVRTC with Warp's options and `--ptxas-options=-v`, and the
@@ -458,9 +503,11 @@ Every pair compiles and runs; each row carries recorded test vectors.
    `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
    {PATH_RULE}
 3. **Compile check.** {_compile_text(manifest.get("compiler") or {}, arch_text)}
-4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward; outputs
-   must be finite and not constant. Inputs, outputs and gradients are kept as `test_vectors`,
-   so the CUDA can be checked on a GPU.
+4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward, at its
+   own size and at two more (see "Several sizes per row"); outputs must be finite and not
+   constant, and must change when the inputs are drawn afresh (see "Inputs that matter").
+   Inputs, outputs and gradients at every size are kept as `test_vectors`, so the CUDA can be
+   checked on a GPU.
 5. **Gradient check.** The tape gradient is compared with finite differences of the forward
    (see "Verified backward"); rows whose backward disagrees are rejected. Rows longer than
    {_fmt_int(max_chars)} characters (Python + forward + backward) are rejected too.
@@ -487,6 +534,14 @@ Warp's CUDA preamble (identical for every row of one Warp version) is stored onc
 ### Test vectors
 
 {TEST_VECTORS_DOC}
+
+## Several sizes per row
+
+{_sizes_section(stats)}
+
+## Inputs that matter
+
+{INPUTS_DOC}
 
 ## Figures
 
