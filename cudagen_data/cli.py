@@ -751,6 +751,11 @@ def eval_command(
         callback=_AT_LEAST_1,
         help="Fresh random input sets per recorded size (at least 12 per row in all).",
     ),
+    timing: bool = typer.Option(
+        False,
+        "--timing",
+        help="GPU only: time every candidate that passes against the row's own kernel (speedup, fast_p).",
+    ),
 ) -> None:
     """Score model-written CUDA against a dataset's rows: structure, NVRTC compile, GPU run (see GPU_TESTING.md)."""
     from .eval import EvalInputError, evaluate, format_report
@@ -759,7 +764,7 @@ def eval_command(
     _refuse_if_writing(dataset)
     try:
         rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers,
-                       report_path=report, fresh_sets=fresh_sets)  # fmt: skip
+                       report_path=report, fresh_sets=fresh_sets, timing=timing)  # fmt: skip
     except (EvalInputError, PoolError) as exc:
         _fail(str(exc), 2)
     typer.echo(format_report(rep))

@@ -102,8 +102,12 @@ def evaluate(
     workers: int | None = None,
     report_path: str | Path | None = None,
     fresh_sets: int = DEFAULT_FRESH_SETS,
+    timing: bool = False,
 ) -> EvalReport:
-    """Score every prediction; write the JSON report if asked.  Raises EvalInputError."""
+    """Score every prediction; write the JSON report if asked.  Raises EvalInputError.
+    ``timing`` (a GPU): every candidate that passes is timed against the row's own kernel."""
+    if timing and not device.startswith("cuda"):
+        raise EvalInputError(f"--timing needs a GPU: --device {device} (use --device cuda:N)")
     started = time.perf_counter()
     dataset, predictions = Path(dataset), Path(predictions)
     try:
@@ -112,7 +116,7 @@ def evaluate(
         raise EvalInputError(str(exc)) from None
     env = _environment(device)
     cands = list(read_predictions(predictions, rows, split))
-    with Scorer(device, workers=workers, seed=seed, fresh_sets=fresh_sets) as scorer:
+    with Scorer(device, workers=workers, seed=seed, fresh_sets=fresh_sets, timing=timing) as scorer:
         try:
             scores = scorer.score_many([(rows[c.row_id], c) for _, c in cands], preambles)
         except RowProblem as exc:

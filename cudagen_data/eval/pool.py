@@ -45,6 +45,7 @@ class Job:
     seed: int
     candidates: list[tuple[int, str, str | None]]  # (key, forward, backward or None)
     fresh_sets: int = DEFAULT_FRESH_SETS
+    timing: bool = False  # time every candidate that passes against the row's own kernel (timing.py)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Outcome:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     input_sets: dict = field(default_factory=dict)  # Reference.summary(): sets run, by kind, and sizes
+    timing: dict | None = None  # timing.TimingResult.to_dict() of a timed candidate
 
 
 def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: bool = False):
@@ -64,7 +66,7 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
     context yields ("context_lost", None) last.  ``precompiled_header``: build with
     NVRTC's precompiled header (a worker process that removes it when done)."""
     from .reference import ReferenceUnavailable, compute_reference
-    from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
+    from .timing import OwnKernel  # the row's own kernel, built once per job where --timing needs it
 
     key = (row_key(job.row), job.seed, job.fresh_sets)
     ref = cache.get(key)
@@ -78,16 +80,31 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
             cache.popitem(last=False)
     cache.move_to_end(key)
     yield "reference", None
+    with OwnKernel(job.row, device, precompiled_header) as own:
+        yield from _judge_candidates(job, device, ref, own, precompiled_header)
+
+
+def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool):
+    """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
+    from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
+    from .timing import gpu_access, measure
+
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
         if isinstance(ref, Exception):
             yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}")
             continue
         try:
+            timed, notes = None, list(ref.notes)
             with candidate_kernel(job.row, forward, backward, device, precompiled_header) as (kernel, built):
-                failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
-            outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=list(ref.notes),
-                              input_sets=ref.summary())  # fmt: skip
+                with gpu_access(device, exclusive=False):  # a timing elsewhere waits for the launches
+                    failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
+                if job.timing and not failures:
+                    timed, why = measure(ref, job.row, kernel, own, device, job.seed, backward is not None)
+                    failures += [why] if why and not why.startswith("not timed") else []
+                    notes += [why] if why.startswith("not timed") else []
+            outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=notes,
+                              input_sets=ref.summary(), timing=timed)  # fmt: skip
         except CandidateBuildFailed as exc:
             outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")
         except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
@@ -202,7 +219,7 @@ class WorkerPool:
                     startup_deaths += 1
                     if startup_deaths > 3:
                         raise PoolError(f"worker processes die while starting ({w.exit_reason()})")
-                    queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets))
+                    queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets, job.timing))
                 elif not w.referenced:  # the row's own kernel crashed the CPU reference run
                     what = (
                         f"took over {self.reference_timeout:.0f} s"
@@ -219,7 +236,7 @@ class WorkerPool:
                                else f"crashed its worker: {w.exit_reason()}")  # fmt: skip
                         results[culprit[0]] = Outcome(culprit[0], "run", False, why)
                     if left:
-                        queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets))
+                        queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets, job.timing))
                 warp_boundary.remove_nvrtc_pch(w.proc.pid)  # a dead worker's precompiled header
                 self.workers[self.workers.index(w)] = _Worker(self.ctx, self.device)
         return results

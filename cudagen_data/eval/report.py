@@ -17,6 +17,7 @@ import orjson
 
 from ..contracts import StageCounter
 from .score import STAGES, Score
+from .speed import FAST_P, timing_summary
 
 KS = (1, 5, 10, 25, 100)
 
@@ -37,7 +38,8 @@ class Result:
                 "reached": self.score.reached, "reward": self.score.reward,
                 "failed_stage": failed.name if failed else None, "reason": failed.detail if failed else "",
                 "stages": self.score.to_dict()["stages"], "notes": self.score.notes,
-                "input_sets": self.score.input_sets}  # fmt: skip
+                "input_sets": self.score.input_sets, "speedup": self.score.speedup,
+                "timing": self.score.timing}  # fmt: skip
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -51,14 +53,17 @@ def _passed(r: Result, stage: str) -> bool:
     return bool(s.ok)
 
 
-def metrics(results: list[Result], gpu: bool) -> dict:
-    """compile@1, correct@1 (None without a GPU) and pass@k over rows."""
+def metrics(results: list[Result], gpu: bool, timing: bool = False) -> dict:
+    """compile@1, correct@1 (None without a GPU) and pass@k over rows; with ``timing``,
+    fast_p and the geometric mean speedup over candidates (eval/speed.py)."""
     by_row: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         by_row[r.row_id].append(r)
     out: dict = {"rows": len(by_row), "candidates": len(results)}
     if not by_row:
         return out
+    if timing:
+        out["timing"] = timing_summary([r.score.speedup for r in results])
     for name, stage in (("structure@1", "structure"), ("compile@1", "compile"), ("correct@1", "run")):
         if stage == "run" and not gpu:
             out[name] = None
@@ -88,11 +93,17 @@ class EvalReport:
     def gpu(self) -> bool:
         return str(self.scorer.get("device", "")).startswith("cuda")
 
+    @property
+    def timing(self) -> bool:
+        return bool(self.scorer.get("timing"))
+
     def totals(self) -> dict:
-        groups = {"all": metrics(self.results, self.gpu)}
+        groups = {"all": metrics(self.results, self.gpu, self.timing)}
         for key in ("category", "difficulty"):
             values = sorted({getattr(r, key) for r in self.results})
-            groups[key] = {v: metrics([r for r in self.results if getattr(r, key) == v], self.gpu) for v in values}
+            groups[key] = {
+                v: metrics([r for r in self.results if getattr(r, key) == v], self.gpu, self.timing) for v in values
+            }
         return groups
 
     def reached(self) -> Counter:
@@ -187,6 +198,18 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
     for key in ("category", "difficulty"):
         for v, m in t[key].items():
             row(f"{key[:4]}:{v}", m)
+    if rep.timing and a.get("timing"):
+        tm = a["timing"]
+        geo = f"{tm['geomean_speedup']:.3f}x" if tm["geomean_speedup"] else "n/a"
+        lines.append(
+            f"  timing ({tm['timed']} of {tm['candidates']} candidates timed against the row's own kernel): "
+            + ", ".join(f"fast_{p:g} {_pct(tm[f'fast_{p:g}']).strip()}" for p in FAST_P)
+            + f"; geometric mean speedup {geo}"
+        )
+        for v, m in t["category"].items():
+            if m.get("timing") and m["timing"]["timed"]:
+                g = m["timing"]["geomean_speedup"]
+                lines.append(f"    {v:<20} fast_1 {_pct(m['timing']['fast_1']).strip():>6}, geomean {g:.3f}x")
     reached = rep.reached()
     lines.append("  stage reached: " + ", ".join(f"{s} {reached.get(s, 0)}" for s in ("none",) + STAGES))
     for stage, counter in rep.stage_counters().items():

@@ -55,6 +55,13 @@ class Score:
     stages: list[StageResult]
     notes: list[str] = field(default_factory=list)
     input_sets: dict = field(default_factory=dict)  # the run stage's sets, by kind, and sizes (reference.py)
+    timing: dict | None = None  # with timing: eval/timing.py's TimingResult.to_dict() of a passing candidate
+
+    @property
+    def speedup(self) -> float | None:
+        """The row's own kernel's time / the candidate's (``Scorer(timing=True)`` on a GPU);
+        None where the candidate was not timed (it failed, or timing was off)."""
+        return self.timing["speedup"] if self.timing and self.reached == "run" else None
 
     @property
     def reached(self) -> str:
@@ -81,7 +88,7 @@ class Score:
     def to_dict(self) -> dict:
         return {"row_id": self.row_id, "reached": self.reached, "reward": self.reward, "complete": self.complete,
                 "stages": [asdict(s) for s in self.stages], "notes": self.notes,
-                "input_sets": self.input_sets}  # fmt: skip
+                "input_sets": self.input_sets, "speedup": self.speedup, "timing": self.timing}  # fmt: skip
 
 
 class RowProblem(Exception):
@@ -110,7 +117,7 @@ class Scorer:
 
     def __init__(self, device: str = "cpu", *, workers: int | None = None, seed: int | None = None,
                  full_compile: bool = True, isolate: bool = True, candidate_timeout: float | None = None,
-                 fresh_sets: int = DEFAULT_FRESH_SETS):  # fmt: skip
+                 fresh_sets: int = DEFAULT_FRESH_SETS, timing: bool = False):  # fmt: skip
         if device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"device {device!r}: use cpu or cuda:N")
         if device.startswith("cuda"):
@@ -122,6 +129,9 @@ class Scorer:
                 raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s)")
         if fresh_sets < 1:
             raise ValueError(f"fresh_sets {fresh_sets}: at least 1 fresh input set per size")
+        if timing and not device.startswith("cuda"):
+            raise ValueError("timing needs a GPU: use device cuda:N")
+        self.timing = timing  # time every candidate that passes against the row's own kernel (eval/timing.py)
         self.device = device
         self.fresh_sets = fresh_sets
         self.seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little")
@@ -155,6 +165,7 @@ class Scorer:
             ),
             "fresh_input_seed": self.seed,
             "input_sets": judge_sets(self.fresh_sets),
+            "timing": self.timing,
         }
 
     def __enter__(self) -> Scorer:
@@ -273,7 +284,7 @@ class Scorer:
         by_row: dict[str, Job] = {}
         for i in to_run:
             row, cand = pairs[i]
-            job = by_row.setdefault(row_key(row), Job(row, self.seed, [], self.fresh_sets))
+            job = by_row.setdefault(row_key(row), Job(row, self.seed, [], self.fresh_sets, self.timing))
             job.candidates.append((i, cand.forward, cand.backward))
         jobs = list(by_row.values())
         if self._isolate:
@@ -294,6 +305,7 @@ class Scorer:
             scores[i].stages.append(StageResult("run", o.ok, detail, o.seconds))
             scores[i].notes += o.notes
             scores[i].input_sets = o.input_sets
+            scores[i].timing = o.timing
 
 
 def judge_sets(fresh_sets: int) -> dict:
@@ -319,19 +331,23 @@ def _short(log: str, limit: int = 300) -> str:
     return text[:limit]
 
 
-_default: dict[str, Scorer] = {}
+_default: dict[tuple[str, bool], Scorer] = {}
 
 
-def score(row: dict, candidate: Candidate | str, *, device: str = "cpu", preamble: str | None = None) -> Score:
+def score(
+    row: dict, candidate: Candidate | str, *, device: str = "cpu", preamble: str | None = None, timing: bool = False
+) -> Score:
     """Score one candidate (a Candidate, or forward text).  Keeps one Scorer per device
-    for the process, so repeated calls reuse its workers and per-row references."""
+    for the process, so repeated calls reuse its workers and per-row references.
+    ``timing`` (a GPU): a passing candidate is timed against the row's own kernel;
+    ``Score.speedup`` is then the reward's speed term (eval/timing.py)."""
     import atexit
 
     if isinstance(candidate, str):
         candidate = Candidate(str(row["id"]), candidate)
-    scorer = _default.get(device)
+    scorer = _default.get((device, timing))
     if scorer is None:
-        scorer = _default[device] = Scorer(device)
+        scorer = _default[(device, timing)] = Scorer(device, timing=timing)
         atexit.register(scorer.close)
     preambles = {row["preamble_hash"]: preamble} if preamble is not None else None
     return scorer.score_many([(row, candidate)], preambles)[0]

@@ -1,0 +1,91 @@
+"""`cudagen eval --timing` on a GPU: the rows' own kernels against themselves time within
+a few percent of 1.0, a deliberately slowed copy of each is measured slower, and a
+candidate that does less once it has been checked fails its timed launches.  Needs a
+CUDA device (timing has no dry run).  The 300-row and 1,000-candidate figures are
+benchmarks/bench_timing.py's."""
+
+from __future__ import annotations
+
+import statistics
+
+import kernel_rows
+import orjson
+import pytest
+from conftest import JOBS
+
+from cudagen_data.eval import Candidate, Scorer
+from cudagen_data.eval.mutants import stale_global
+from cudagen_data.eval.reference import compute_reference
+from cudagen_data.eval.run import candidate_kernel
+from cudagen_data.eval.speed import slowed_forward
+from cudagen_data.eval.timing import TimingMismatch, largest_size, time_candidate
+from cudagen_data.gpu.recheck import dataset_rows
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu(cuda_device):
+    if cuda_device == "cpu":
+        pytest.skip("timing needs a GPU (no dry run)")
+    return cuda_device
+
+
+@pytest.fixture(scope="module")
+def rows(gpu, request):
+    produced_dataset = request.getfixturevalue("produced_dataset")
+    produced = [row for _, row in dataset_rows(produced_dataset)]
+    preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
+    return produced + kernel_rows.make_rows(list(kernel_rows.KERNELS)), preambles
+
+
+@pytest.fixture(scope="module")
+def scorer(gpu):
+    with Scorer(gpu, workers=JOBS, timing=True) as s:
+        yield s
+
+
+def test_own_kernels_against_themselves_time_near_one(scorer, rows):
+    all_rows, preambles = rows
+    pairs = [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"] or None)) for r in all_rows]
+    scores = scorer.score_many(pairs, preambles)
+    assert all(s.reached == "run" for s in scores), [s.failed.detail for s in scores if s.failed]
+    speedups = [s.speedup for s in scores if s.speedup is not None]
+    assert len(speedups) >= 0.95 * len(scores), [s.notes for s in scores if s.speedup is None]
+    deviation = statistics.median(abs(s - 1.0) for s in speedups)
+    q = statistics.quantiles(speedups, n=20)
+    print(f"own vs own: {len(speedups)} timed; median |speedup - 1| {deviation:.4f}; p5 {q[0]:.3f}, p95 {q[-1]:.3f}")
+    assert deviation <= 0.05
+    sizes = [s.timing["size"] for s in scores if s.timing]
+    assert any(size.startswith("scaled") for size in sizes)  # most rows take their size from their arguments
+
+
+def test_a_slowed_copy_is_measured_slower(scorer, rows):
+    all_rows, preambles = rows
+    pairs = [(r, Candidate(r["id"], slowed_forward(r["cuda_forward"]))) for r in all_rows]
+    scores = scorer.score_many(pairs, preambles)
+    assert all(s.reached == "run" for s in scores), [s.failed.detail for s in scores if s.failed]
+    speedups = [s.speedup for s in scores if s.speedup is not None]
+    slower = sum(1 for s in speedups if s < 1.0) / len(speedups)
+    median = statistics.median(speedups)
+    print(f"slowed: {len(speedups)} timed, {slower:.1%} measured slower; median speedup {median:.3f}")
+    assert slower >= 0.95
+
+
+def test_a_candidate_that_does_less_once_checked_fails_its_timed_launches(gpu, rows):
+    # a __device__ counter lets every launch after the first return at once (the structure
+    # stage forbids __device__ globals; here timing alone must catch it)
+    row = next(r for r in rows[0] if r["category"] == "arithmetic")
+    lazy = stale_global(row["cuda_forward"])
+    ref = compute_reference(row, seed=5)
+    with (
+        candidate_kernel(row, row["cuda_forward"], None, gpu) as (own, _),
+        candidate_kernel(row, lazy, None, gpu) as (
+            cand,
+            _,
+        ),
+    ):
+        with pytest.raises(TimingMismatch, match="timed forward launch"):
+            time_candidate(largest_size(ref), own, cand, gpu, 5, row["id"], backward=False, warmup=0)
+        result = time_candidate(largest_size(ref), own, own, gpu, 5, row["id"], backward=False)
+    assert abs(result.speedup - 1.0) < 0.2
