@@ -7,9 +7,11 @@ slower.  The GPU checks are tests/gpu/test_timing_gpu.py."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -17,6 +19,9 @@ import pytest
 
 from cudagen_data import warp_boundary
 from cudagen_data.eval import EvalInputError, EvalReport, Score, Scorer, StageResult, evaluate, format_report, timing
+from cudagen_data.eval import run as run_module
+from cudagen_data.eval.pool import Job, run_inline
+from cudagen_data.eval.reference import compute_reference
 from cudagen_data.eval.report import Result
 from cudagen_data.eval.speed import (
     CANDIDATE,
@@ -35,6 +40,9 @@ from cudagen_data.eval.timing import TimingMismatch, time_candidate
 from cudagen_data.extract import extract_kernels, frontend
 from cudagen_data.extract.resources import measure_unit
 from cudagen_data.spec import ArgSpec, KernelSpec
+
+sys.path.insert(0, str(Path(__file__).parent))
+import kernel_rows  # noqa: E402
 
 # ------------------------------------------------------------------ pure
 
@@ -389,3 +397,40 @@ def test_slowed_forward_compiles_and_keeps_the_kernel():
     fast = measure_unit(kernel.translation_unit(), kernel.forward, "", arch=86)
     slowed = measure_unit(unit, slow, "", arch=86)
     assert slowed.ptx_bytes > fast.ptx_bytes
+
+
+# ------------------------------------------------------------------ the run stage's glue, on the CPU
+
+
+@pytest.fixture
+def cpu_builds(monkeypatch):
+    """The run stage's GPU build replaced by the row's own kernel on Warp's CPU backend (the
+    candidate's text is not compiled: the glue is under test, not the substitution), and the
+    timing scaled down to what the CPU runs in seconds."""
+
+    @contextlib.contextmanager
+    def cpu_kernel(row, forward, backward, device, precompiled_header=False):
+        with warp_boundary.loaded_source(row["python_source"]) as loaded:
+            yield getattr(loaded.module, row["kernel_name"]), "cpu (test)"
+
+    monkeypatch.setattr(run_module, "candidate_kernel", cpu_kernel)
+    monkeypatch.setattr(timing, "candidate_kernel", cpu_kernel)
+    small = {"warmup": 1, "timed": 3, "flush_bytes": 1 << 12}
+    monkeypatch.setattr(timing, "time_candidate", functools.partial(timing.time_candidate, **small))
+    monkeypatch.setattr(timing, "timing_size", functools.partial(timing.timing_size, target_threads=1 << 10))
+
+
+def test_a_job_with_timing_times_its_passing_candidates(cpu_builds):
+    row = kernel_rows.make_rows(["chain"])[0]
+    fwd, bwd = row["cuda_forward"], row["cuda_backward"]
+    job = Job(row, 11, [(0, fwd, None), (1, fwd, bwd)], fresh_sets=1, timing=True)
+    out = run_inline([job], "cpu")
+    assert out[0].ok and out[1].ok, (out[0].detail, out[1].detail)
+    assert out[0].timing["backward"] is None  # no backward brought: forward only
+    assert out[1].timing["backward"]["candidate_ms"]["launches"] == 3
+    assert out[0].timing["size"] == out[1].timing["size"]  # probed once for the row
+    assert out[0].timing["size"].startswith("scaled x")  # from the largest recorded size
+    ref = compute_reference(row, 11, 1)
+    assert out[0].timing["launch_dim"][0] % timing.largest_size(ref).launch_dim[0] == 0
+    untimed = run_inline([Job(row, 11, [(0, fwd, None)], fresh_sets=1)], "cpu")
+    assert untimed[0].ok and untimed[0].timing is None
