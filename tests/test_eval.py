@@ -814,3 +814,13 @@ def test_the_worker_pool_removes_its_workers_precompiled_headers(tmp_path):
     pool.workers[0].kill()  # as a timed-out worker is
     pool.close()
     assert not folder.exists()
+
+
+def test_adversarial_sets_expect_outputs_only(chain_reference):
+    """Adversarial sets judge the forward: drawn without output gradients, they expect no
+    input gradient (a witness that runs a backward on them must not fail for want of one)."""
+    adversarial = [s for s in chain_reference.sets if s.kind == "adversarial"]
+    assert len(adversarial) == 6 and all(not s.output_grads for s in adversarial)
+    assert all(set(s.expected) == set(s.cpu32) == set(s.ref64) == {"y"} for s in adversarial)
+    fresh = [s for s in chain_reference.sets if s.kind == "fresh"]
+    assert all(set(s.expected) == {"y", "x.grad"} and s.output_grads for s in fresh)

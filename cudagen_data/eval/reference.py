@@ -161,8 +161,11 @@ def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, plac
     return inputs, {}
 
 
-def _flat(run) -> dict[str, np.ndarray]:
-    return {**run.outputs, **{grad_key(n): g for n, g in run.input_grads.items()}}
+def _flat(run, with_grads: bool = True) -> dict[str, np.ndarray]:
+    """Outputs and input gradients of a run; ``with_grads`` False: outputs only (a set
+    drawn without output gradients ran no backward: its input gradients mean nothing)."""
+    grads = {grad_key(n): g for n, g in run.input_grads.items()} if with_grads else {}
+    return {**run.outputs, **grads}
 
 
 def recorded_sizes(row: dict) -> list[RecordedSize]:
@@ -243,14 +246,17 @@ def reference_from_kernels(
         run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads)
         if not run32.ok:
             return None, f"{run32.reason}: {run32.detail}"
-        s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32),
+        with_grads = expected is not None or bool(given_grads)
+        s = InputSet(name, given_inputs, given_grads, expected if expected is not None else _flat(run32, with_grads),
                      spec=size_spec, size=size)  # fmt: skip
         if k64 is not None:
-            twin_spec = dataclasses.replace(twin, launch_dim=size_spec.launch_dim, args=_widened(size_spec, twin))
+            twin_spec = dataclasses.replace(
+                twin, launch_dim=size_spec.launch_dim, block_dim=size_spec.block_dim, args=_widened(size_spec, twin)
+            )
             run64 = run_kernel(twin_spec, k64, "cpu", None, widen_all(given_inputs, size_spec.args),
                                widen_all(given_grads, size_spec.args))  # fmt: skip
             if run64.ok:
-                s.cpu32, s.ref64 = _flat(run32), _flat(run64)
+                s.cpu32, s.ref64 = _flat(run32, with_grads), _flat(run64, with_grads)
             else:
                 ref.notes.append(f"{s.label}: the float64 twin failed on the CPU ({run64.reason})")
         return s, ""

@@ -208,7 +208,7 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
 
 
 def _judge(row: dict, cand: Candidate, kernel, ref, cpu_edit: tuple[str, str] | None) -> Outcome:
-    spec = ref.spec
+    widen = False
     if cand.witness in ("forward", "backward"):
         recorded = row["cuda_backward"] if cand.witness == "backward" else row["cuda_forward"]
         submitted = cand.backward if cand.witness == "backward" else cand.forward
@@ -216,12 +216,12 @@ def _judge(row: dict, cand: Candidate, kernel, ref, cpu_edit: tuple[str, str] | 
             return Outcome(cand, False, "the edit changes other lines on the CPU than in the CUDA", "unknown")
         how = f"the same edit on Warp's CPU {cand.witness}"
     elif cand.witness == "widened":
-        spec = dataclasses.replace(spec, launch_dim=widened_launch(spec.launch_dim))
+        widen = True
         how = "the positive's CPU kernel on the launch widened to whole GPU blocks"
     else:
         how = "the lost-update model of the read-modify-write on the CPU"
     backward = cand.witness == "backward"
-    failures = _judged(ref, kernel, spec, backward)
+    failures = _judged(ref, kernel, widen, backward)
     if not failures:
         return Outcome(cand, False, "its results pass the judge on every input set", "indistinguishable")
     evidence = f"CPU witness ({how}): {failures[0].replace(': GPU ', ': candidate ')}"
@@ -235,10 +235,13 @@ def _judge(row: dict, cand: Candidate, kernel, ref, cpu_edit: tuple[str, str] | 
     return Outcome(cand, True, evidence)
 
 
-def _judged(ref, kernel, spec, backward: bool) -> list[str]:
+def _judged(ref, kernel, widen: bool, backward: bool) -> list[str]:
     """eval/run.judge_kernel, judging outputs only unless the witness is of the backward
     (a forward edit's copy is built without one; its backward would be the positive's)."""
     for s in ref.sets:
+        spec = s.spec or ref.spec  # the set's own size (launch, block dim, shapes)
+        if widen:
+            spec = dataclasses.replace(spec, launch_dim=widened_launch(spec.launch_dim))
         for i, fill in enumerate(GUARD_FILLS):
             got = run_guarded(spec, kernel, "cpu", s.inputs, s.output_grads, backward and i == 0, fill,
                               ORACLE_GUARD_ELEMENTS)  # fmt: skip
