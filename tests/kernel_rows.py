@@ -9,11 +9,12 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 from __future__ import annotations
 
 from cudagen_data.canonical import text_hash
-from cudagen_data.execution import execute_specs, test_vectors
+from cudagen_data.execution import SizedRun, execute_specs, test_vectors
 from cudagen_data.extract import extract_source
 from cudagen_data.gradcheck import check_gradients
 from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.pipeline.work import build_row
+from cudagen_data.sizes import other_sizes
 from cudagen_data.spec import ArgSpec, KernelSpec
 
 
@@ -216,11 +217,13 @@ def kernel_spec(name: str, index: int = 0) -> KernelSpec:
     return KernelSpec(CATEGORY, kernel_name, source, args, launch_dim, "basic", block_dim=block_dim, index=index)
 
 
-def make_rows(names: list[str]) -> list[dict]:
-    """Rows for the named kernels, exactly as the producer would write them."""
+def make_rows(names: list[str], sizes: bool = False) -> list[dict]:
+    """Rows for the named kernels, exactly as the producer would write them; ``sizes``:
+    with the producer's other sizes too (sizes.py: large, ragged), where a kernel has them."""
     config = ProduceConfig(count=len(names), categories=(CATEGORY,))
     specs = [kernel_spec(n, i) for i, n in enumerate(names)]
-    runs = execute_specs(specs, reference_checks={})
+    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(spec)] for spec in specs]
+    runs = execute_specs(specs, reference_checks={}, more=more if sizes else None)
     checks = check_gradients(specs, runs)
     rows = []
     for spec, run, check in zip(specs, runs, checks, strict=False):

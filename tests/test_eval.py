@@ -31,7 +31,7 @@ from cudagen_data.eval.run import (
     run_guarded,
 )
 from cudagen_data.eval.structure import StructureError, check_candidate, kernel_shape
-from cudagen_data.execution import CPU_OPT_LEVEL
+from cudagen_data.execution import CPU_OPT_LEVEL, execute_specs
 from cudagen_data.warp_boundary import batch_module, build_module
 
 KERNELS = ["chain", "atomic", "argmax"]
@@ -653,21 +653,25 @@ def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
 def partial_rows() -> dict[str, dict]:
     """The issue's known escapes, and rows of every kind of kernel (plain, atomic, tile, forward-only)."""
     names = [*kernel_rows.ESCAPE_KERNELS, "chain", "atomic", "tile"]
-    return dict(zip(names, kernel_rows.make_rows(names), strict=True))
+    return dict(zip(names, kernel_rows.make_rows(names, sizes=True), strict=True))
 
 
 # What the CPU witness must say of each partial-work mutant of each row: every one is
 # caught, but those the witness shows compute the same results on every input set.
 PARTIAL_EXPECTED = {
+    # recorded at launches 16, 32 and 257: at 257, the first block's 256 threads fold every
+    # element (thread 256's slice is empty), so "first block" changes nothing
     "min_two_level": {"partial_first_element": "observable", "partial_first_half": "observable",
-                      "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
-                      "skipped_work": "observable", "replayed_outputs": "observable"},
-    # 40 threads OR 1 << (gid % 16) into one word: the first 20 (or 39) already set all 16 bits.
-    # One recorded size: a table of the only output an input-blind kernel has is right on
-    # every input (the producer rejects such rows; several sizes catch it, below)
+                      "partial_first_block": "equivalent", "partial_all_but_last_element": "observable",
+                      "partial_all_but_last_block": "observable", "skipped_work": "observable",
+                      "replayed_outputs": "observable"},
+    # threads OR 1 << (gid % 16) into one word: the first 16 set all 16 bits.  Its output
+    # is the same for every input and every size, so a table of it is right everywhere:
+    # the producer rejects such a row (input_blind, below), the judge cannot
     "correct_totals": {"partial_first_element": "observable", "partial_first_half": "equivalent",
-                       "partial_all_but_last_element": "equivalent", "partial_all_but_last_block": "observable",
-                       "skipped_work": "observable", "replayed_outputs": "equivalent"},
+                       "partial_first_block": "equivalent", "partial_all_but_last_element": "equivalent",
+                       "partial_all_but_last_block": "observable", "skipped_work": "observable",
+                       "replayed_outputs": "equivalent"},
     # the last lane of a block holds no tile element: equivalent, and the witness says which lanes
     "tile_idle_lanes": {"partial_first_element": "unknown", "partial_first_half": "observable",
                         "partial_first_block": "observable", "partial_all_but_last_element": "equivalent",
@@ -675,19 +679,19 @@ PARTIAL_EXPECTED = {
                         "backward_empty": "observable", "backward_partial": "observable",
                         "replayed_outputs": "observable"},
     "chain": {"partial_first_element": "observable", "partial_first_half": "observable",
-              "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
-              "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
-              "replayed_outputs": "observable"},
+              "partial_first_block": "observable", "partial_all_but_last_element": "observable",
+              "partial_all_but_last_block": "observable", "skipped_work": "observable",
+              "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
     "atomic": {"partial_first_element": "observable", "partial_first_half": "observable",
-               "partial_all_but_last_element": "observable", "partial_all_but_last_block": "observable",
-               "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
-               "replayed_outputs": "observable"},
-    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block has no CPU counterpart
-    "tile": {"partial_first_element": "unknown", "partial_first_half": "observable",
+               "partial_first_block": "observable", "partial_all_but_last_element": "observable",
+               "partial_all_but_last_block": "observable", "skipped_work": "observable",
+               "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
+    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block has
+    # no CPU counterpart ("unknown": the GPU must reject it; tests/gpu/test_eval_gpu.py)
+    "tile": {"partial_first_element": "unknown", "partial_first_half": "unknown",
              "partial_first_block": "observable", "partial_all_but_last_element": "unknown",
-             "partial_all_but_last_block": "observable",
-             "skipped_work": "observable", "backward_empty": "observable", "backward_partial": "observable",
-             "replayed_outputs": "observable"},
+             "partial_all_but_last_block": "observable", "skipped_work": "observable",
+             "backward_empty": "observable", "backward_partial": "unknown", "replayed_outputs": "observable"},
 }  # fmt: skip
 
 
@@ -712,8 +716,16 @@ def test_every_partial_work_mutant_is_caught_or_witnessed_equivalent(partial_row
     for kind in ("partial_first_half", "partial_all_but_last_element", "partial_all_but_last_block"):
         v = mutant_verdict(partial_rows["min_two_level"], mutants[("min_two_level", kind)], only)
         assert v.status == "observable" and v.detail.startswith("adversarial low @ last"), (kind, v)
-    # the table replay is caught on fresh inputs (it is right on the recorded ones)
-    assert not details[("chain", "replayed_outputs")].startswith("recorded")
+    # a table of the recorded outputs is caught at the other recorded sizes (or on drawn inputs)
+    for name in ("min_two_level", "chain", "atomic", "tile", "tile_idle_lanes"):
+        assert partial_rows[name]["launch_dim"][0] != refs[name].sizes[1][0]
+        detail = details[(name, "replayed_outputs")]
+        launch = "x".join(map(str, partial_rows[name]["launch_dim"]))
+        assert not detail.startswith(f"recorded inputs (launch {launch})"), detail
+    assert all(len(refs[name].sizes) == 3 for name in refs)  # every row here has three recorded sizes
+    # the input-blind row whose table replay is right everywhere: the producer rejects it
+    (blind,) = execute_specs([kernel_rows.kernel_spec("correct_totals")], reference_checks={}, probe_inputs=True)
+    assert not blind.ok and blind.reason == "input_blind", (blind.reason, blind.detail)
     assert "cut blocks (127)" in details[("tile_idle_lanes", "partial_all_but_last_element")]
     assert "hold no tile element" in details[("tile_idle_lanes", "partial_all_but_last_element")]
     assert "lanes 31" in details[("tile", "partial_all_but_last_element")]

@@ -311,8 +311,11 @@ def block_size(row: dict) -> int:
 
 def gpu_threads(row: dict) -> list[int]:
     """Threads a GPU launch of the row runs, per recorded size (tile kernels: blocks x lanes)."""
-    lanes = int(row["block_dim"]) if row.get("block_dim") else 1
-    return [int(np.prod(row["launch_dim"])) * lanes]
+    if not row.get("test_vectors"):
+        sets = [(row["launch_dim"], row["block_dim"])]
+    else:
+        sets = [(s.launch_dim, s.block_dim) for s in TestVectors.from_json(row["test_vectors"]).sets()]
+    return [int(np.prod(launch)) * (int(block) if block else 1) for launch, block in sets]
 
 
 def masked_cuda(kernel_text: str, mask: ThreadMask, block: int) -> str | None:

@@ -36,7 +36,8 @@ import numpy as np
 import xxhash
 
 from .. import warp_boundary
-from ..dataset.verify import recorded_run, row_to_spec
+from ..contracts.test_vectors import TestVectors
+from ..dataset.verify import row_to_spec
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM
 from ..gpu.twin import NativeFloat64, TwinUnavailable, widen_all
@@ -169,10 +170,26 @@ def _flat(run, with_grads: bool = True) -> dict[str, np.ndarray]:
 
 
 def recorded_sizes(row: dict) -> list[RecordedSize]:
-    """Every recorded size of the row (today: the one its test vectors hold)."""
+    """Every recorded size of the row (contracts/test_vectors.py: the row's own first),
+    each with its spec: launch, block dim, array shapes, and a scalar fixed to one value
+    (a size passed by value) fixed to the value recorded at that size."""
     spec = row_to_spec(row)
-    inputs, outputs, out_grads, in_grads = recorded_run(row)
-    return [RecordedSize(spec, inputs, outputs, out_grads, in_grads)]
+    out = []
+    for vectors in TestVectors.from_json(row["test_vectors"]).sets():
+        d = vectors.decoded()
+        sized = vectors.sized_spec(spec)
+        args = tuple(_fixed_at(a, d["inputs"].get(a.name)) for a in sized.args)
+        sized = dataclasses.replace(sized, args=args)
+        out.append(RecordedSize(sized, d["inputs"], d["outputs"], d["output_grads"], d["input_grads"]))
+    return out
+
+
+def _fixed_at(arg: ArgSpec, recorded) -> ArgSpec:
+    """``arg`` with a one-value domain moved to the value recorded at this size."""
+    lo, hi = arg.domain
+    if arg.kind != "scalar" or lo != hi or not isinstance(recorded, int | float) or recorded == lo:
+        return arg
+    return dataclasses.replace(arg, domain=(float(recorded), float(recorded)))
 
 
 def fresh_per_size(fresh_sets: int, sizes: int, min_random_draws: int = MIN_RANDOM_DRAWS) -> int:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from conftest import JOBS
 
+from cudagen_data.contracts.test_vectors import TestVectors
 from cudagen_data.eval import Candidate, Scorer, make_mutants
 from cudagen_data.eval.equivalence import Verdict, verdicts
 from cudagen_data.eval.mutants import PARTIAL_KINDS, make_partial_mutants
@@ -113,7 +114,7 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
 
 @pytest.fixture(scope="module")
 def escape_rows(gpu):
-    return kernel_rows.make_rows(list(kernel_rows.ESCAPE_KERNELS))
+    return kernel_rows.make_rows(list(kernel_rows.ESCAPE_KERNELS), sizes=True)
 
 
 def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_rows):
@@ -150,6 +151,9 @@ def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_row
     assert {r["category"] for r in rows} <= {pairs[k][0]["category"] for k in range(len(pairs))}  # every category
     ran = [s.input_sets for s in scores if s.input_sets]
     assert ran and all(d["fresh"] >= 12 and d["adversarial"] >= 1 for d in ran if d["sizes"]), ran[:3]
+    recorded = [(len(TestVectors.from_json(pairs[k][0]["test_vectors"]).sets()), s.input_sets)
+                for k, s in enumerate(scores) if s.input_sets]  # fmt: skip
+    assert all(len(d["sizes"]) == n == d["recorded"] for n, d in recorded)  # every recorded size ran
     sets, sizes = sorted({d["sets"] for d in ran}), sorted({len(d["sizes"]) for d in ran})
     print(f"{len(pairs)} partial-work mutants of {len(all_rows)} rows; passed (witnessed equivalent): {len(passed)}; "
           f"input sets per candidate: {sets}, sizes per row: {sizes}")  # fmt: skip
