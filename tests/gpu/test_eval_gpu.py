@@ -106,10 +106,11 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
         "stale_global",
         "memorized_outputs",
     }
-    memorized = [s for m, s in zip(mutants, scores, strict=False) if m.kind == "memorized_outputs"]
-    assert memorized and all(
-        s.failed.detail.startswith(("fresh", "adversarial")) for s in memorized
-    )  # right on the recorded inputs, wrong on drawn ones
+    memorized = [(p[0], s) for p, m, s in zip(pairs, mutants, scores, strict=True) if m.kind == "memorized_outputs"]
+    own = "recorded inputs (launch {})"
+    assert memorized and not any(
+        s.failed.detail.startswith(own.format("x".join(map(str, r["launch_dim"])))) for r, s in memorized
+    )  # right on the recorded inputs of the row's own size, wrong at other sizes or on drawn inputs
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def escape_rows(gpu):
     return kernel_rows.make_rows(list(kernel_rows.ESCAPE_KERNELS), sizes=True)
 
 
-def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_rows):
+def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
     """Issue #23: kernels that do part of the work (first element, first half, first
     block, all but the last element or block), skip it, replay the recorded outputs from
     a table, or ship the right forward with an empty or partial backward
@@ -133,10 +134,14 @@ def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_row
         for m in make_partial_mutants(r):
             pairs.append((r, Candidate(r["id"], m.forward, m.backward)))
             mutants.append(m)
-    scores = scorer.score_many(pairs, preambles)
+    # A lane that leaves a tile kernel early may leave its block waiting at a barrier: such
+    # a candidate is stopped after 30 s (and fails), not the default 120 s.
+    with Scorer(gpu, workers=JOBS, candidate_timeout=30) as scorer:
+        scores = scorer.score_many(pairs, preambles)
+        seed = scorer.seed
     passed = [k for k, s in enumerate(scores) if s.failed is None]
     found = [(pairs[k][0], mutants[k]) for k in passed]
-    witness = dict(zip(passed, verdicts(found, seed=scorer.seed, workers=JOBS), strict=True))
+    witness = dict(zip(passed, verdicts(found, seed=seed, workers=JOBS), strict=True))
     table = Counter((pairs[k][0]["category"], m.kind, s.failed.name if s.failed else f"passed ({witness[k].status})")
                     for k, (m, s) in enumerate(zip(mutants, scores, strict=True)))  # fmt: skip
     print("\n".join(f"{cat:14} {kind:30} {got:24} {n}" for (cat, kind, got), n in sorted(table.items())))
@@ -150,7 +155,10 @@ def test_partial_work_mutants_never_pass(scorer, produced, hand_rows, escape_row
     assert {m.kind for m in mutants} == set(PARTIAL_KINDS)
     assert {r["category"] for r in rows} <= {pairs[k][0]["category"] for k in range(len(pairs))}  # every category
     ran = [s.input_sets for s in scores if s.input_sets]
-    assert ran and all(d["fresh"] >= 12 and d["adversarial"] >= 1 for d in ran if d["sizes"]), ran[:3]
+    # drawn sets the row's own kernel fails on are left out (a note says so), and a kernel
+    # without float inputs gets no adversarial set: most candidates run all of them
+    full = [d["fresh"] >= 12 and d["adversarial"] >= 6 * len(d["sizes"]) for d in ran]
+    assert ran and sum(full) >= 0.9 * len(ran), [d for d, f in zip(ran, full, strict=True) if not f][:5]
     recorded = [(len(TestVectors.from_json(pairs[k][0]["test_vectors"]).sets()), s.input_sets)
                 for k, s in enumerate(scores) if s.input_sets]  # fmt: skip
     assert all(len(d["sizes"]) == n == d["recorded"] for n, d in recorded)  # every recorded size ran
