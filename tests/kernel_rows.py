@@ -1,5 +1,6 @@
 """Real dataset rows from a few hand-written Warp kernels, made with the producer's own
-steps (extract -> CPU run -> test vectors -> build_row), independent of the generators.
+steps (extract -> CPU run at every size -> test vectors -> build_row), independent of the
+generators.
 
 The kernels cover what the GPU suite must handle: float32 transcendental chains with a
 @wp.func, a scalar argument and a float module constant; vec3 / mat33 / quat types;
@@ -9,12 +10,12 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 from __future__ import annotations
 
 from cudagen_data.canonical import text_hash
-from cudagen_data.execution import SizedRun, execute_specs, test_vectors
+from cudagen_data.execution import SizedRun, execute_specs, size_note, test_vectors
 from cudagen_data.extract import extract_source
 from cudagen_data.gradcheck import check_gradients
 from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.pipeline.work import build_row
-from cudagen_data.sizes import other_sizes
+from cudagen_data.sizes import fixed_size_reason, other_sizes
 from cudagen_data.spec import ArgSpec, KernelSpec
 
 
@@ -242,6 +243,7 @@ def make_rows(names: list[str], sizes: bool = False) -> list[dict]:
                 0.0,
                 versions()["warp"],
                 check,
+                size_note=size_note(run, fixed_size_reason(spec)),
             ).to_dict()
         )
     return rows

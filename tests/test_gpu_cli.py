@@ -50,6 +50,16 @@ def _tamper_vectors(row: dict, section: str, name: str, fn) -> dict:
     return {**row, "test_vectors": orjson.dumps(tv).decode()}
 
 
+def _tamper_other_size(row: dict, size: str, name: str) -> dict:
+    """``row`` with one output element changed in the set of another recorded size."""
+    tv = orjson.loads(row["test_vectors"])
+    (vset,) = [s for s in tv["more_sizes"] if s["size"] == size]
+    data = np.asarray(vset["outputs"][name]["data"], dtype=np.float64)
+    data[-1] += 0.01 * (1 + abs(data[-1]))
+    vset["outputs"][name]["data"] = data.tolist()
+    return {**row, "test_vectors": orjson.dumps(tv).decode()}
+
+
 # --------------------------------------------------------------------------- no GPU
 
 
@@ -103,7 +113,7 @@ def test_twin_unavailable_for_argument_without_float64_dtype():
 
 @pytest.fixture(scope="module")
 def rows():
-    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS)), strict=False))
+    return dict(zip(kernel_rows.KERNELS, kernel_rows.make_rows(list(kernel_rows.KERNELS), sizes=True), strict=False))
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +235,7 @@ def dry_run(rows, tmp_path_factory):
         ),
         "gradient": _tamper_vectors(geo, "input_grads", "a", lambda d: -d),
         "int_output": _tamper_vectors(argmax, "outputs", "idx", lambda d: (d + 1) % 8),
+        "other_size": _tamper_other_size(chain, "large", "y"),
         "cuda_text": {**chain, "cuda_forward": chain["cuda_forward"].replace("wp::tanh(", "wp::sinh(", 1)},
         "drift": {**geo, "warp_version": "1.18.0", "cuda_backward": geo["cuda_backward"] + "// from an older Warp\n"},
     }
@@ -263,6 +274,9 @@ def test_dry_run_catches_tampered_rows(dry_run):
     assert "element 5" in verdicts["tampered_output"].failures[0][1]
     assert checks(verdicts["tampered_gradient"]) == {"gradients"}
     assert checks(verdicts["tampered_int_output"]) == {"outputs"}
+    # every recorded size is run on the device and judged: a wrong value at the large size only
+    assert checks(verdicts["tampered_other_size"]) == {"outputs"}
+    assert verdicts["tampered_other_size"].failures[0][1].startswith("size large: ")
     assert checks(verdicts["tampered_cuda_text"]) == {"cuda_regenerate", "cuda_compiled"}
     drift = verdicts["tampered_drift"]
     assert drift.ok and drift.ran and drift.cuda_regenerated == "drift" and drift.drift
@@ -271,7 +285,7 @@ def test_dry_run_catches_tampered_rows(dry_run):
 def test_report_json_and_exit_code(dry_run):
     report, _, report_path = dry_run
     data = orjson.loads(report_path.read_bytes())
-    assert data["rows"] == len(report.rows) and data["failed"] == 4 and data["drift"] == 1
+    assert data["rows"] == len(report.rows) and data["failed"] == 5 and data["drift"] == 1
     assert not data["ok"] and report.exit_code == 1
     assert {f["check"] for f in data["failures"]} == {"outputs", "gradients", "cuda_regenerate", "cuda_compiled"}
     assert data["worst"][0]["ok"] is False

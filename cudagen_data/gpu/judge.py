@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dataset.verify import recorded_run
+from ..contracts.test_vectors import TestVectors
 from .report import RowVerdict
 from .tolerance import check_array
 from .worker import DeviceOutcome, ReferenceOutcome, grad_key
@@ -60,29 +60,60 @@ def judge(
         v.twin = f"CPU reference stage crashed ({crashes.get('reference', 'no result')})"
     twin_ok = reference is not None and reference.twin == "ok"
     native64 = reference is not None and reference.native64
-    _, outputs, _, input_grads = recorded_run(row)
+    sets = TestVectors.from_json(row["test_vectors"]).sets()
+    own = sets[0].decoded()
+    _compare(v, own["outputs"], own["input_grads"], device.outputs, device.input_grads, reference if twin_ok else None,
+             native64, "")  # fmt: skip
+    for k, vset in enumerate(sets[1:]):
+        if k >= len(device.more_sizes):
+            v.failures.append(("gpu_run", f"size {vset.size}: not run on the device"))
+            continue
+        _, outputs, grads, error = device.more_sizes[k]
+        if error is not None:
+            v.failures.append(error)
+            continue
+        refs = reference.more_sizes[k] if twin_ok and k < len(reference.more_sizes) else None
+        d = vset.decoded()
+        _compare(v, d["outputs"], d["input_grads"], outputs, grads, refs, native64, f"size {vset.size}: ")
+    used = {a.tolerance for a in v.arrays} or {"exact"}
+    v.tolerance = next(t for t in _LOOSENESS if t in used)
+    return v
+
+
+def _compare(
+    v: RowVerdict,
+    outputs: dict,
+    input_grads: dict,
+    got_outputs: dict,
+    got_grads: dict,
+    reference,
+    native64: bool,
+    prefix: str,
+) -> None:
+    """Check one recorded set against what the device produced; ``reference``: a
+    ReferenceOutcome (the row's own size) or a (cpu32, ref64) pair (another size), or None."""
+    if isinstance(reference, ReferenceOutcome):
+        cpu32, ref64 = reference.cpu32, reference.ref64
+    else:
+        cpu32, ref64 = reference if reference is not None else ({}, {})
     for kind, recorded, got, key in (
-        ("output", outputs, device.outputs, lambda n: n),
-        ("input gradient", input_grads, device.input_grads, grad_key),
+        ("output", outputs, got_outputs, lambda n: n),
+        ("input gradient", input_grads, got_grads, grad_key),
     ):
         for name, expected in recorded.items():
+            what = "outputs" if kind == "output" else "gradients"
             if name not in got:
-                v.failures.append(
-                    ("outputs" if kind == "output" else "gradients", f"{kind} {name!r} was not produced on the device")
-                )
+                v.failures.append((what, f"{prefix}{kind} {name!r} was not produced on the device"))
                 continue
             check = check_array(
                 name, kind, got[name], np.asarray(expected),
-                cpu32=reference.cpu32.get(key(name)) if twin_ok else None,
-                ref64=reference.ref64.get(key(name)) if twin_ok else None,
+                cpu32=cpu32.get(key(name)) if reference is not None else None,
+                ref64=ref64.get(key(name)) if reference is not None else None,
                 native64=native64,
             )  # fmt: skip
             v.arrays.append(check)
             if not check.ok:
-                v.failures.append(("outputs" if kind == "output" else "gradients", check.describe()))
-    used = {a.tolerance for a in v.arrays} or {"exact"}
-    v.tolerance = next(t for t in _LOOSENESS if t in used)
-    return v
+                v.failures.append((what, prefix + check.describe()))
 
 
 def _text_check(v: RowVerdict, differs: list[str] | None, same_warp: bool, check: str, message: str) -> str:

@@ -3,7 +3,8 @@
 1. ``device_stage``: per row, regenerate the CUDA and compare it with the recorded text;
    build the kernel on the GPU in a module of its own, exactly as the producer rendered
    it (so the compiled translation unit can be checked against the recorded text); run
-   it forward and backward on the row's recorded inputs and output gradients.
+   it forward and backward on the row's recorded inputs and output gradients, at every
+   recorded size (test_vectors' sets: the row's own size, then ``more_sizes``).
 2. ``reference_stage``: on the CPU, run the float32 kernel again and its float64 twin
    on the same inputs, all in one batched Warp module; tolerance.py turns the two into
    per-element tolerances.
@@ -26,8 +27,9 @@ import orjson
 
 from .. import warp_boundary
 from ..contracts.reject import compiler_log_line, error_line
+from ..contracts.test_vectors import TestVectors, VectorSet
 from ..dataset.verify import recorded_run, row_to_spec
-from ..execution import execute_specs, run_kernel
+from ..execution import SizedRun, execute_specs, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
 from ..spec import KernelSpec
 from . import cuda_text
@@ -56,6 +58,8 @@ class DeviceOutcome:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     input_grads: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    # the row's other recorded sizes, in test_vectors order: (size label, outputs, input grads, error or None)
+    more_sizes: list[tuple[str, dict, dict, tuple[str, str] | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +70,7 @@ class ReferenceOutcome:
     cpu32: dict[str, np.ndarray] = field(default_factory=dict)  # fresh CPU float32 run: outputs + input grads
     ref64: dict[str, np.ndarray] = field(default_factory=dict)  # float64 twin: outputs + input grads
     seconds: float = 0.0
+    more_sizes: list[tuple[dict, dict]] = field(default_factory=list)  # (cpu32, ref64) at each other size
 
 
 @dataclass
@@ -76,6 +81,7 @@ class _Prepared:
     inputs: dict | None = None
     output_grads: dict | None = None
     problem: str = ""  # why the row cannot be run ("" if it can)
+    sets: list[VectorSet] = field(default_factory=list)  # every recorded size, the row's own first
 
 
 def slim(row: dict) -> dict:
@@ -89,6 +95,7 @@ def prepare(pos: int, row: dict) -> _Prepared:
         return item
     try:
         item.spec = row_to_spec(row)
+        item.sets = TestVectors.from_json(row["test_vectors"]).sets()
         item.inputs, _, item.output_grads, _ = recorded_run(row)
     except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
         item.problem = f"unreadable test vectors or arg specs: {type(exc).__name__}: {exc}"
@@ -220,6 +227,12 @@ def _build_and_run(
             run = run_row(row, kernel, device)
         else:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)
+            for vset in item.sets[1:] if run.ok else ():
+                decoded = vset.decoded()
+                sized = vset.sized_spec(spec)
+                other = run_kernel(sized, kernel, device, None, decoded["inputs"], decoded["output_grads"])
+                error = None if other.ok else ("gpu_run", f"size {vset.size}: {other.reason}: {other.detail}")
+                out.more_sizes.append((vset.size, other.outputs, other.input_grads, error))
     finally:
         out.seconds["run"] = time.perf_counter() - t2
         if release:
@@ -270,7 +283,7 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
     """Fresh float32 CPU runs and float64 twin runs for every runnable row, batched."""
     t0 = time.perf_counter()
     outcomes = [ReferenceOutcome(item.pos) for item in items]
-    specs, given, owners = [], [], []
+    specs, given, more, owners = [], [], [], []
     for item, out in zip(items, outcomes, strict=False):
         if item.problem:
             out.twin = item.problem
@@ -291,9 +304,17 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
             (item.inputs, item.output_grads),
             (widen_all(item.inputs, item.spec.args), widen_all(item.output_grads, item.spec.args)),
         ]
+        more32, more64 = [], []
+        for vset in item.sets[1:]:
+            d = vset.decoded()
+            sized = vset.sized_spec(item.spec)
+            more32.append(SizedRun(vset.size, sized, (d["inputs"], d["output_grads"])))
+            wide = (widen_all(d["inputs"], sized.args), widen_all(d["output_grads"], sized.args))
+            more64.append(SizedRun(vset.size, vset.sized_spec(twin), wide))
+        more += [more32, more64]
         owners.append(out)
     if specs:
-        runs = execute_specs(specs, device="cpu", reference_checks={}, given=given)
+        runs = execute_specs(specs, device="cpu", reference_checks={}, given=given, more=more)
         for i, out in enumerate(owners):
             run32, run64 = runs[2 * i], runs[2 * i + 1]
             if not run32.ok:
@@ -303,6 +324,13 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
             else:
                 out.cpu32 = {**run32.outputs, **_grad_keys(run32.input_grads)}
                 out.ref64 = {**run64.outputs, **_grad_keys(run64.input_grads)}
+                for (_, _, r32), (_, _, r64) in zip(run32.more_sizes, run64.more_sizes, strict=True):
+                    out.more_sizes.append(
+                        (
+                            {**r32.outputs, **_grad_keys(r32.input_grads)} if r32.ok else {},
+                            {**r64.outputs, **_grad_keys(r64.input_grads)} if r64.ok else {},
+                        )
+                    )
     elapsed = time.perf_counter() - t0
     for out in outcomes:
         out.seconds = elapsed / max(len(outcomes), 1)
