@@ -1,0 +1,226 @@
+"""Several sizes per row and inputs that matter (#23): each check, and the wrong kernels it must catch.
+
+- sizes.py: a plain kernel is recorded at its size, twice it and a ragged size (more
+  threads than a 256-block, not a multiple of it); a tile kernel at other tile counts;
+- the out-of-bounds guard: a kernel whose index outgrows an array that did not grow
+  with the launch loses that size (never a crash, never a wrong set in the row);
+- inputs_matter.py: an input-blind kernel is rejected; unused arguments are named;
+- a backward whose input gradients are zero everywhere is rejected (vacuous_backward);
+- the test_vectors format: a single-set row reads as one set, several sets round-trip.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from cudagen_data.contracts.reject import RejectReason
+from cudagen_data.contracts.test_vectors import TestVectors
+from cudagen_data.execution import SizedRun, execute_specs, size_note
+from cudagen_data.execution import test_vectors as vectors_of
+from cudagen_data.sizes import BLOCK, fixed_size_reason, other_sizes, resized
+from cudagen_data.spec import ArgSpec, KernelSpec
+from cudagen_data.stages import GradientCheckStage, Item
+
+
+def _arr(name, dtype, shape, role="in", domain=(-1.0, 1.0)):
+    return ArgSpec(name, "array", dtype, shape, role, domain)
+
+
+def _spec(source: str, args, launch, block_dim=None, index=0) -> KernelSpec:
+    name = source.split("@wp.kernel\ndef ", 1)[1].split("(", 1)[0]
+    return KernelSpec("arithmetic", name, source, tuple(args), launch, "basic", block_dim=block_dim, index=index)
+
+
+SCALE = _spec(
+    """import warp as wp
+
+@wp.kernel
+def scale(x: wp.array(dtype=float), y: wp.array(dtype=float), a: float):
+    i = wp.tid()
+    y[i] = a * wp.sin(x[i]) + x[(i + 1) % x.shape[0]]
+""",
+    [
+        _arr("x", "float32", (24,)),
+        _arr("y", "float32", (24,), "out"),
+        ArgSpec("a", "scalar", "float32", (), "in", (0.5, 2.0)),
+    ],
+    (24,),
+)
+
+TILE = _spec(
+    """import warp as wp
+
+@wp.kernel
+def row_sums(x: wp.array2d(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    t = wp.tile_load(x[i], shape=8)
+    wp.tile_store(y, wp.tile_sum(t), offset=i)
+""",
+    [_arr("x", "float32", (4, 8)), _arr("y", "float32", (4,), "out")],
+    (4,),
+    block_dim=32,
+)
+
+# The issue's memorized table: the only write is a bit per thread id; u and gain reach nothing.
+BLIND = _spec(
+    """import warp as wp
+
+@wp.kernel
+def correct_totals(u: wp.array(dtype=float), gain: float, counter: wp.array(dtype=int)):
+    gid = wp.tid()
+    ratio = u[gid] * gain
+    wp.atomic_or(counter, 0, 1 << (gid % 16))
+""",
+    [
+        _arr("u", "float32", (32,)),
+        ArgSpec("gain", "scalar", "float32", (), "in", (0.5, 2.0)),
+        _arr("counter", "int32", (1,), "out"),
+    ],
+    (32,),
+)
+
+# Uses x; takes w and bias but never lets them reach y.
+UNUSED = _spec(
+    """import warp as wp
+
+@wp.kernel
+def partly(x: wp.array(dtype=float), w: wp.array(dtype=float), bias: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    dead = w[i] * 2.0
+    y[i] = x[i] * x[i] + 1.0
+""",
+    [
+        _arr("x", "float32", (16,)),
+        _arr("w", "float32", (16,)),
+        ArgSpec("bias", "scalar", "float32", (), "in", (0.0, 1.0)),
+        _arr("y", "float32", (16,), "out"),
+    ],
+    (16,),
+)
+
+# Writes y[2 i]: y has 2 * 8 - 1 elements, an extent the resize cannot tie to the launch.
+STRIDED = _spec(
+    """import warp as wp
+
+@wp.kernel
+def spread(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[2 * i] = x[i] * 3.0
+""",
+    [_arr("x", "float32", (8,)), _arr("y", "float32", (15,), "out")],
+    (8,),
+)
+
+# A float input that reaches the output only through floor: its gradient is zero everywhere.
+FLOORED = _spec(
+    """import warp as wp
+
+@wp.kernel
+def floored(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = wp.floor(x[i] * 4.0) + float(i)
+""",
+    [_arr("x", "float32", (16,), domain=(-3.0, 3.0)), _arr("y", "float32", (16,), "out")],
+    (16,),
+)
+
+
+def _run(specs, probe_inputs=False):
+    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(s)] for s in specs]
+    return execute_specs(specs, reference_checks={}, more=more, probe_inputs=probe_inputs)
+
+
+def test_plain_kernel_is_recorded_at_three_sizes():
+    (run,) = _run([SCALE])
+    assert run.ok and size_note(run, fixed_size_reason(SCALE)) == ""
+    vectors = TestVectors.from_json(vectors_of(SCALE, run).to_json())
+    sets = vectors.sets()
+    assert [s.size for s in sets] == ["recorded", "large", "ragged"]
+    assert [s.launch_dim for s in sets[:2]] == [[24], [48]]
+    ragged = sets[2].launch_dim[0]
+    assert ragged > BLOCK and ragged % BLOCK != 0
+    for s in sets:  # each set carries its own argument shapes, matching its launch
+        n = s.launch_dim[0]
+        assert s.shapes() == {"x": (n,), "y": (n,)}
+        assert len(s.decoded()["outputs"]["y"]) == n
+    # different sizes draw different inputs: not the recorded ones padded
+    assert sets[1].inputs["x"]["data"][:24] != sets[0].inputs["x"]["data"]
+
+
+def test_tile_kernel_gets_other_tile_counts():
+    assert not fixed_size_reason(TILE)
+    (run,) = _run([TILE])
+    assert run.ok, run.detail
+    sets = vectors_of(TILE, run).sets()
+    assert [(s.launch_dim, s.block_dim, s.shapes()["x"]) for s in sets] == [
+        ([4], 32, (4, 8)),
+        ([8], 32, (8, 8)),
+        ([5], 32, (5, 8)),
+    ]
+
+
+def test_a_size_that_runs_out_of_bounds_is_left_out():
+    (run,) = _run([STRIDED])
+    assert run.ok  # the generated size is fine
+    reasons = {label: r.reason for label, _, r in run.more_sizes}
+    assert reasons == {"large": RejectReason.OUT_OF_BOUNDS, "ragged": RejectReason.OUT_OF_BOUNDS}
+    assert vectors_of(STRIDED, run).more_sizes == []
+    note = size_note(run, "")
+    assert "large: out_of_bounds" in note and "ragged: out_of_bounds" in note
+
+
+def test_resize_grows_extents_tied_to_the_launch():
+    big = resized(SCALE, 100)
+    assert big.launch_dim == (100,) and [a.shape for a in big.args] == [(100,), (100,), ()]
+    assert big.python_source == SCALE.python_source
+
+
+def test_input_blind_kernel_is_rejected():
+    (run,) = _run([BLIND], probe_inputs=True)
+    assert not run.ok and run.reason == RejectReason.INPUT_BLIND
+
+
+def test_unused_arguments_are_named_and_used_ones_are_not():
+    runs = _run([UNUSED, SCALE], probe_inputs=True)
+    assert runs[0].ok and runs[0].unused_args == ["w", "bias"]
+    assert runs[1].ok and runs[1].unused_args == []
+
+
+def test_vacuous_backward_is_rejected_and_a_real_one_is_not():
+    specs = [FLOORED, SCALE]
+    runs = _run(specs)
+    items = []
+    for k, (spec, run) in enumerate(zip(specs, runs, strict=True)):
+        assert run.ok
+        items.append(Item(slot=k, category=spec.category, index=k, spec=spec, vectors=vectors_of(spec, run)))
+    assert items[0].vectors.input_grads_all_zero() and not items[1].vectors.input_grads_all_zero()
+    kept, rejects = GradientCheckStage()(items)
+    assert [r.reason for r in rejects] == [RejectReason.VACUOUS_BACKWARD]
+    assert [k.spec.kernel_name for k in kept] == ["scale"]
+    assert kept[0].gradient_check.status == "verified"
+
+
+def test_single_set_rows_read_as_one_set_and_sets_round_trip():
+    (run,) = execute_specs([SCALE], reference_checks={})
+    one = vectors_of(SCALE, run)
+    text = one.to_json()
+    assert "more_sizes" not in orjson.loads(text)  # a one-set row keeps the original format
+    assert [s.size for s in TestVectors.from_json(text).sets()] == ["recorded"]
+    (run3,) = _run([SCALE])
+    three = vectors_of(SCALE, run3)
+    again = TestVectors.from_json(three.to_json())
+    assert again == three and again.to_json() == three.to_json()
+    top = orjson.loads(three.to_json())
+    assert list(top) == ["launch_dim", "block_dim", "inputs", "outputs", "output_grads", "input_grads", "more_sizes"]
+    assert list(top["more_sizes"][0])[:3] == ["size", "launch_dim", "block_dim"]
+
+
+@pytest.mark.parametrize("label", ["large", "ragged"])
+def test_sized_spec_rebuilds_the_spec_of_a_set(label):
+    (run,) = _run([SCALE])
+    vectors = vectors_of(SCALE, run)
+    (vset,) = [s for s in vectors.more_sizes if s.size == label]
+    sized = vset.sized_spec(SCALE)
+    (want,) = [s for lbl, s, _ in other_sizes(SCALE) if lbl == label]
+    assert sized.launch_dim == want.launch_dim and [a.shape for a in sized.args] == [a.shape for a in want.args]
