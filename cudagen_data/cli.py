@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from .dataset.shards import SHARD_ROWS
+from .publish.splits import DEFAULT_RATIOS
 
 # the click that typer runs on (typer >= 0.2x vendors its own copy)
 _click_errors = sys.modules[typer.BadParameter.__module__]
@@ -72,6 +73,7 @@ app = typer.Typer(
 )
 
 DEFAULT_OUTPUT = Path("data/production")
+_DEFAULT_RATIOS_TEXT = ",".join(str(r) for r in DEFAULT_RATIOS)  # --split-ratios default: publish/splits.py
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -368,7 +370,7 @@ def produce(
         help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long.",
     ),
     split_ratios: str = typer.Option(
-        "0.98,0.01,0.01", "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
+        _DEFAULT_RATIOS_TEXT, "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
     ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Delete what an earlier run wrote to --output and start over."
@@ -538,7 +540,7 @@ def mine(
     ),
     run: bool = typer.Option(True, "--run/--no-run", help="Run kernels whose arguments can be filled, on the CPU."),
     split_ratios: str = typer.Option(
-        "0.98,0.01,0.01", "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
+        _DEFAULT_RATIOS_TEXT, "--split-ratios", callback=_ratios, help="train,validation,test fractions (sum 1)."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
 ) -> None:

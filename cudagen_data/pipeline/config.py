@@ -19,8 +19,9 @@ from ..dataset.lengths import DEFAULT_MAX_CHARS
 from ..dataset.shards import SHARD_ROWS
 from ..extract import DEFAULT_ARCH
 from ..extract.levels import DEFAULT_COMPILE_LEVEL, check_level
+from ..publish.splits import DEFAULT_RATIOS
 
-DEFAULT_SPLIT_RATIOS = (0.98, 0.01, 0.01)
+DEFAULT_SPLIT_RATIOS = DEFAULT_RATIOS
 DEFAULT_BATCH_SIZE = 100
 
 

@@ -479,7 +479,7 @@ def _body(manifest: dict, stats: dict, schema: pa.Schema, counts: dict[str, int]
     versions = manifest.get("versions", {})
     warp = versions.get("warp", "unknown")
     tool = versions.get("cudagen_data", "unknown")
-    ratios = config.get("split_ratios", [0.98, 0.01, 0.01])
+    ratios = config.get("split_ratios", [0.98, 0.01, 0.01])  # manifests that predate the field: the old default
     categories = config.get("categories") or sorted(stats.get("by_category", {}))
     command = public_command(manifest["command"]) if manifest.get("command") else "cudagen produce"
     arch = config.get("arch")
@@ -513,8 +513,9 @@ Every pair compiles and runs; each row carries recorded test vectors.
    {_fmt_int(max_chars)} characters (Python + forward + backward) are rejected too.
 6. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
 7. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
-   test = {" / ".join(str(r) for r in ratios)}), so kernels that differ only in identifiers or
-   constants never appear in two splits.
+   test = {" / ".join(str(r) for r in ratios)} of the hash space), so kernels that differ only in
+   identifiers or constants never appear in two splits; the parts hold
+   {", ".join(f"{s} {_fmt_int(n)}" for s, n in counts.items())} rows.
 
 Warp's CUDA preamble (identical for every row of one Warp version) is stored once, in
 `manifest.json` → `preambles`, keyed by `preamble_hash`.
