@@ -161,11 +161,13 @@ def run_stage_cpu(rows: list[dict]) -> int:
             t0 = time.perf_counter()
             now = compute_reference(row, seed=1)
             t1 = time.perf_counter()
-            before = compute_reference(row, seed=1, fresh_sets=1, adversarial=False, min_random_draws=1)
+            before = compute_reference(row, seed=1, fresh_sets=1, adversarial=False, min_random_draws=1, sizes=1)
             t2 = time.perf_counter()
         except ReferenceUnavailable:
             continue
-        before = dataclasses.replace(before, sets=[s for s in before.sets if s.name in ("recorded", "fresh 1")])
+        # the judge before #23: the row's own size only, recorded + one fresh set
+        own = [s for s in before.sets if s.size == 0 and s.name in ("recorded", "fresh 1")]
+        before = dataclasses.replace(before, sets=own)
         old_runs = [(s, fill, i == 0) for s in before.sets for i, fill in enumerate(GUARD_FILLS)]
         spec, backward = now.spec, bool(row["cuda_backward"])
         with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (

@@ -231,12 +231,15 @@ def plan_reference(row: dict) -> ReferencePlan:
 
 def compute_reference(
     row: dict, seed: int, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
-    min_random_draws: int = MIN_RANDOM_DRAWS,
+    min_random_draws: int = MIN_RANDOM_DRAWS, sizes: int | None = None,
 ) -> Reference:  # fmt: skip
     """Every input set of every recorded size with its expected values; raises
-    ReferenceUnavailable.  ``adversarial``, ``min_random_draws``: lower only to measure
-    the judge as it was (benchmarks/bench_eval.py)."""
+    ReferenceUnavailable.  ``adversarial``, ``min_random_draws``, ``sizes`` (the first
+    that many recorded sizes): lower only to measure the judge as it was
+    (benchmarks/bench_eval.py)."""
     plan = plan_reference(row)
+    if sizes is not None:
+        plan.sizes = plan.sizes[:sizes]
     with warp_boundary.batch_module(plan.sources(), optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
         if kernels[0] is None:
             raise ReferenceUnavailable(f"the row's Python kernel does not load: {errors[0]}")
