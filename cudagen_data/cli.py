@@ -560,8 +560,9 @@ def mine(
 
 
 def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_compile, compile_level, progress) -> None:
+    from .contracts.reject import REAL_REJECTS_FILE
     from .extract.levels import DEFAULT_COMPILE_LEVEL
-    from .mine.folder import REJECTS_FILE, synthetic_shapes, write_real
+    from .mine.folder import synthetic_shapes, write_real
     from .mine.run import format_summary, mine_sources
 
     shapes = synthetic_shapes(output)
@@ -587,7 +588,7 @@ def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_co
     elif compile_level != DEFAULT_COMPILE_LEVEL:
         words += ["--compile", compile_level]
     write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words), compiler)
-    typer.echo(format_summary(result.stats, output, REJECTS_FILE))
+    typer.echo(format_summary(result.stats, output, REAL_REJECTS_FILE))
 
 
 @app.command()
@@ -676,9 +677,10 @@ def stats(
     path: Path = typer.Argument(DEFAULT_OUTPUT, callback=_INPUT_FOLDER, help="A finished dataset folder."),
 ) -> None:
     """Print a dataset's statistics."""
+    from .contracts.reject import REAL_REJECTS_FILE
     from .dataset.finalize import load_stats
     from .dataset.store import DatasetFolder
-    from .mine.folder import CONFIG, REJECTS_FILE
+    from .mine.folder import CONFIG
     from .mine.run import format_summary as format_real_summary
 
     _refuse_if_writing(path)
@@ -686,7 +688,7 @@ def stats(
     real = all_stats.pop(CONFIG, None)
     parts = [format_summary(all_stats, path)] if all_stats else []
     if real is not None:
-        parts.append(f"configuration '{CONFIG}' (mined):\n" + format_real_summary(real, path, REJECTS_FILE))
+        parts.append(f"configuration '{CONFIG}' (mined):\n" + format_real_summary(real, path, REAL_REJECTS_FILE))
     typer.echo("\n\n".join(parts))
 
 

@@ -136,7 +136,7 @@ def test_generic_kernel_overloads(mined):
 
 def test_warp_rejects_and_unfillable_arguments(mined):
     reject = next(r for r in mined.rejects if r["kernel"] == "rejected_by_warp")
-    assert reject["reason"] == "warp_rejects" and "undefined_name" in reject["detail"]
+    assert reject["reason"] == "codegen_error" and "undefined_name" in reject["detail"]
     # A struct argument is filled field by field (p.x, p.m) and assembled at launch.
     struct_row = by_qualname(mined)["takes_struct"][0]
     assert struct_row["provenance"]["executed"] is True
@@ -207,6 +207,30 @@ def test_mined_rows_are_real_rows(mined):
         assert (row["test_vectors"] == "") == (not row["provenance"]["executed"])
 
 
+def test_mining_counts_are_stage_counters(mined):
+    """Every kernel (each overload one) is counted once: kept by every stage it passed, and
+    rejected, with a reason that stage owns, by the one that stopped it."""
+    from cudagen_data.contracts import RejectReason
+    from cudagen_data.contracts.stats import MINE_STAGES
+
+    stages = mined.stats["stages"]
+    assert list(stages) == list(MINE_STAGES)
+    assert stages["collect"]["in"] == len(mined.rows) + len(mined.rejects)
+    assert stages["dedup"]["kept"] == mined.stats["rows"] == len(mined.rows)
+    for before, after in zip(MINE_STAGES, MINE_STAGES[1:], strict=False):
+        if after != "compile":  # (a kernel whose compile check did not run skips it)
+            assert stages[after]["in"] == stages[before]["kept"], (before, after)
+    for name, counter in stages.items():
+        assert counter["in"] == counter["kept"] + sum(counter["rejected"].values())
+        assert all(RejectReason(r).stage == name for r in counter["rejected"]), name
+    by_reason = {}
+    for r in mined.rejects:
+        by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+    assert mined.stats["rejects_by_reason"] == dict(sorted(by_reason.items()))
+    assert mined.stats["kernels_generated"] == stages["extract"]["kept"]
+    assert mined.stats["compile_passed"] == stages["compile"]["kept"] > 0
+
+
 def test_gradient_check_of_mined_kernels(mined):
     """Executed mined kernels that ship a backward are checked against finite differences
     (float32, on the built kernel): a right adjoint is verified; Warp's wrong adjoint of a
@@ -259,9 +283,11 @@ def test_dedup_against_synthetic(mined):
     assert kernel_shape_hash(synthetic) == top["shape_hash"]  # names and constants folded
     rows, rejects, _ = build_rows(mined.files, warp_version="1.19.0", synthetic_shapes={kernel_shape_hash(synthetic)})
     assert "top_level" not in {r["provenance"]["qualname"] for r in rows}
-    assert {"kernel": "top_level", "reason": "duplicate", "detail": "same shape as a synthetic row"}.items() <= next(
-        r for r in rejects if r["kernel"] == "top_level"
-    ).items()
+    assert {
+        "kernel": "top_level",
+        "reason": "duplicate_shape",
+        "detail": "same shape as a synthetic row",
+    }.items() <= next(r for r in rejects if r["kernel"] == "top_level").items()
     assert len(rows) == len(mined.rows) - 1
 
 

@@ -25,6 +25,7 @@ from cudagen_data.contracts import (
     RunStats,
 )
 from cudagen_data.contracts.row import COLUMN_DOCS, SUBFIELD_DOCS
+from cudagen_data.mine.collect import CollectStage  # mining's own stage
 from cudagen_data.stages import CompileStage, ExecuteStage, ExtractStage, GenerateStage, GradientCheckStage
 from cudagen_data.stages.dedup import DedupStage
 
@@ -93,7 +94,8 @@ def test_row_serializes_in_column_order():
 
 def test_every_reason_has_one_owning_stage():
     stages = {
-        s.name: s for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, GradientCheckStage, DedupStage)
+        s.name: s
+        for s in (GenerateStage, ExtractStage, CompileStage, ExecuteStage, GradientCheckStage, DedupStage, CollectStage)
     }
     for reason in RejectReason:
         assert reason.stage in stages, reason

@@ -2,7 +2,10 @@
 
 Every reason is listed once here, with the stage that owns it (the only stage that may
 emit it).  A run's counters (:mod:`.stats`) credit a rejected slot to its reason's
-stage, so adding a reason is adding one line here.
+stage, so adding a reason is adding one line here.  Both sources of rows use them: the
+synthetic generators (:class:`Reject`, in ``rejects.jsonl``) and ``cudagen mine``
+(:class:`RealReject`, in ``rejects_real.jsonl``), whose kernels pass the same extract,
+compile and dedup stages after a stage of their own, ``collect``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,21 @@ class RejectReason(str, Enum):
     VACUOUS_BACKWARD = ("vacuous_backward", "gradcheck")
     DUPLICATE_PYTHON = ("duplicate_python", "dedup")
     DUPLICATE_CUDA = ("duplicate_cuda", "dedup")
+    # A mined kernel with the canonical shape of an earlier one (same overload) or of a synthetic row.
+    DUPLICATE_SHAPE = ("duplicate_shape", "dedup")
+    # cudagen mine's own stage, collect (mine/collect.py): a file imported, its kernels gathered.
+    NEEDS_GPU = ("needs_gpu", "collect")  # the file's import wants a CUDA device
+    MISSING_DEPENDENCY = ("missing_dependency", "collect")
+    SYNTAX_ERROR = ("syntax_error", "collect")
+    IMPORT_ERROR = ("import_error", "collect")
+    NOT_REPLAYABLE = ("not_replayable", "collect")  # a kernel defined in a function: its definition failed alone
+    NOT_CREATED = ("not_created", "collect")  # the definition never ran at import
+    GENERIC_NO_OVERLOADS = ("generic_no_overloads", "collect")
+    # The file's worker hung or died.  Charged to collect: running a file's top-level code is
+    # what hangs or crashes a mining worker (a lone file's compile check is charged here too).
+    TIMEOUT = ("timeout", "collect")
+    CRASH = ("crash", "collect")
+    MINING_ERROR = ("mining_error", "collect")  # the worker raised: a bug of ours, not of the file
 
 
 @dataclass
@@ -86,6 +104,27 @@ class Reject:
         )
 
 
+@dataclass
+class RealReject:
+    """One line of rejects_real.jsonl: a kernel of a real program (``cudagen mine``) that did
+    not become a row (field order is key order).  Where a synthetic kernel has a slot and an
+    index, a mined one has its file and line; ``kernel`` names it (``qualname[overload]``
+    for an overload), and is "" with ``line`` 0 for a whole file whose kernels are not known."""
+
+    path: str
+    line: int
+    kernel: str
+    reason: RejectReason
+    detail: str
+
+    def __post_init__(self) -> None:
+        self.reason = RejectReason(self.reason)  # a reason not declared above fails here, not in a reader
+
+
+REJECTS_FILE = "rejects.jsonl"  # the synthetic rows' rejects (Reject)
+REAL_REJECTS_FILE = "rejects_real.jsonl"  # the real configuration's (RealReject)
+
+
 def error_line(exc: BaseException) -> str:
     """An exception in one line, as reject messages and reports word it: its type and the
     first non-blank line of its message."""
@@ -93,9 +132,14 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def first_error_line(text: str) -> str:
+    """The first line of a compiler's output that names an error, else its first line ("" if none)."""
+    text = text.strip()
+    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+    return errors[0] if errors else (text.splitlines()[0].strip() if text else "")
+
+
 def compiler_log_line(log: list[str]) -> str:
     """`` | <first error line>`` of a compiler's captured output ("" if it said nothing)."""
-    text = "".join(log).strip()
-    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
-    first = errors[0] if errors else (text.splitlines()[0].strip() if text else "")
+    first = first_error_line("".join(log))
     return f" | {first}" if first else ""

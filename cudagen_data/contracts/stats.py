@@ -18,6 +18,10 @@ from .row import ResourceInfo
 WORKER_STAGES = ("generate", "extract", "compile", "execute", "gradcheck")
 FAST_STAGES = ("generate", "extract")
 STAGE_NAMES = WORKER_STAGES + ("dedup",)
+# cudagen mine: a file's kernels are collected (its own stage), then pass the shared
+# extract, compile and dedup stages.  Execution rejects nothing there (a real kernel that
+# cannot run is kept, unexecuted).
+MINE_STAGES = ("collect", "extract", "compile", "dedup")
 TIMED_STAGES = WORKER_STAGES + ("write",)
 
 # stats.json keys that hold wall-clock timings: the only ones that differ between two runs.

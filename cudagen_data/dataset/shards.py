@@ -21,7 +21,7 @@ kill during it is finished by the next run).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
@@ -112,25 +112,36 @@ def close_spool(root: Path, state, split: str, index: int) -> None:
 def write_shard(spool: Path, target: Path, schema=None) -> tuple[int, str]:
     """Parquet from a spool of JSON lines, ROW_GROUP_ROWS rows in memory at a time
     (``schema``: the rows' Arrow schema, the dataset row's by default)."""
+    with open(spool, "rb") as lines:
+        groups = iter(lambda: [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines, strict=False)], [])
+        return write_parquet(groups, target, schema)
+
+
+def write_parquet(row_groups: Iterable[list[dict]], target: Path, schema=None) -> tuple[int, str]:
+    """One Parquet shard, a row group per item of ``row_groups`` (each at most ROW_GROUP_ROWS
+    rows; ``schema``: the dataset row's by default), zstd, written under a temporary name then
+    renamed; returns (rows, checksum).  Every shard is written here: produce's and negatives'
+    (from their spools) and mining's (from its rows, :func:`in_row_groups`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..contracts.row import ROW_SCHEMA
 
     schema = schema if schema is not None else ROW_SCHEMA
-
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     count = 0
-    with open(spool, "rb") as lines, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        while True:
-            chunk = [orjson.loads(line) for _, line in zip(range(ROW_GROUP_ROWS), lines, strict=False)]
-            if not chunk:
-                break
-            writer.write_table(pa.Table.from_pylist(chunk, schema=schema), row_group_size=ROW_GROUP_ROWS)
-            count += len(chunk)
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for group in row_groups:
+            writer.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=ROW_GROUP_ROWS)
+            count += len(group)
     atomic_replace(tmp, target)
     return count, file_checksum(target)
+
+
+def in_row_groups(rows: list[dict]) -> list[list[dict]]:
+    """``rows`` cut into row groups of ROW_GROUP_ROWS, for :func:`write_parquet`."""
+    return [rows[i : i + ROW_GROUP_ROWS] for i in range(0, len(rows), ROW_GROUP_ROWS)]
 
 
 def remove_stale(root: Path, state) -> list[str]:

@@ -27,12 +27,12 @@ from pathlib import Path
 import orjson
 
 from ..contracts.manifest import SPLITS
+from ..contracts.reject import REJECTS_FILE
 from . import shards
 from .files import DatasetError, atomic_write, file_checksum, write_json, write_text  # noqa: F401 - the folder's API
 from .lock import LOCK_FILE, STATE_DIR
 
 STATE_FILE = f"{STATE_DIR}/state.json"
-REJECTS_FILE = "rejects.jsonl"
 OUTPUT_NAMES = ("README.md", "data", "jsonl", REJECTS_FILE, "stats.json", "manifest.json", STATE_DIR)
 
 

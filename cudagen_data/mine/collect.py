@@ -24,9 +24,29 @@ from pathlib import Path
 import xxhash
 
 from .. import warp_boundary as warp_env
-from ..contracts.reject import error_line
+from ..contracts.reject import RejectReason, error_line
 from ..warp_boundary import mining as warp_mining
 from .discover import KernelDef, SourceFile, is_kernel_decorator, kernel_defs
+
+
+class CollectStage:
+    """Mining's own stage, before the extract, compile and dedup stages it shares with the
+    synthetic rows (what ``generate`` is to them): a file imported in a worker, its kernels
+    gathered.  These are the reasons it rejects a kernel with (:mod:`..contracts.reject`)."""
+
+    name = "collect"
+    reasons = (
+        RejectReason.NEEDS_GPU,
+        RejectReason.MISSING_DEPENDENCY,
+        RejectReason.SYNTAX_ERROR,
+        RejectReason.IMPORT_ERROR,
+        RejectReason.NOT_REPLAYABLE,
+        RejectReason.NOT_CREATED,
+        RejectReason.GENERIC_NO_OVERLOADS,
+        RejectReason.TIMEOUT,
+        RejectReason.CRASH,
+        RejectReason.MINING_ERROR,
+    )
 
 
 @dataclass

@@ -9,21 +9,20 @@ with its reason.  The card is rendered again with both configurations.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, SPLITS, FileEntry, Manifest
+from ..contracts.reject import REAL_REJECTS_FILE
 from ..contracts.row import REAL_ROW_SCHEMA
-from ..dataset import store
+from ..dataset import shards, store
 from ..dataset.files import atomic_write
-from ..dataset.shards import ROW_GROUP_ROWS, SHARD_ROWS
+from ..dataset.shards import SHARD_ROWS
 from .rows import kernel_shape_hash
 
 CONFIG = "real"
 DATA_DIR = f"data/{CONFIG}"
-REJECTS_FILE = f"rejects_{CONFIG}.jsonl"
 
 
 def synthetic_shapes(root: Path) -> set[str]:
@@ -52,9 +51,6 @@ def write_real(
 
     ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
     records it for the synthetic rows); {} when mining ran without one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from ..pipeline.config import versions
 
     root = Path(root)
@@ -69,20 +65,16 @@ def write_real(
             continue
         n_shards = -(-len(part) // SHARD_ROWS)
         for shard in range(n_shards):
-            chunk = part[shard * SHARD_ROWS : (shard + 1) * SHARD_ROWS]
-            rel = f"{DATA_DIR}/{split}-{shard:05d}-of-{n_shards:05d}.parquet"
-            tmp = root / (rel + ".tmp")
-            pq.write_table(
-                pa.Table.from_pylist(chunk, schema=REAL_ROW_SCHEMA),
-                tmp,
-                compression="zstd",
-                row_group_size=ROW_GROUP_ROWS,
+            rel = shards.final_path(split, shard, n_shards, CONFIG)
+            count, checksum = shards.write_parquet(
+                shards.in_row_groups(part[shard * SHARD_ROWS : (shard + 1) * SHARD_ROWS]), root / rel, REAL_ROW_SCHEMA
             )
-            os.replace(tmp, root / rel)
-            files.append(FileEntry(rel, split, len(chunk), store.file_checksum(root / rel), CONFIG))
+            files.append(FileEntry(rel, split, count, checksum, CONFIG))
     rejects_data = b"".join(orjson.dumps(r) + b"\n" for r in rejects)
-    atomic_write(root / REJECTS_FILE, rejects_data)
-    files.append(FileEntry(REJECTS_FILE, None, len(rejects), store.file_checksum(root / REJECTS_FILE), CONFIG))
+    atomic_write(root / REAL_REJECTS_FILE, rejects_data)
+    files.append(
+        FileEntry(REAL_REJECTS_FILE, None, len(rejects), store.file_checksum(root / REAL_REJECTS_FILE), CONFIG)
+    )
 
     if (root / MANIFEST_FILE).exists():
         manifest = Manifest.read(root)

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
-from ..pipeline.pool import PipeWorker
+from ..contracts.reject import RealReject, RejectReason
+from ..pipeline.pool import PipeWorker, exit_reason
 from .discover import SourceFile
-from .worker import Executed, MinedKernel, Reject
+from .worker import Executed, MinedKernel
 
 FILES_PER_WORKER = 40  # a worker keeps every module it imported: recycle it now and then
 STARTUP_TIMEOUT_S = 300
@@ -44,7 +45,7 @@ class Options:
 class FileResult:
     src: SourceFile
     kernels: list[MinedKernel] = field(default_factory=list)
-    rejects: list[Reject] = field(default_factory=list)
+    rejects: list[RealReject] = field(default_factory=list)
     executed: dict[int, Executed] = field(default_factory=dict)
     not_run: dict[int, str] = field(default_factory=dict)  # runs that crashed or hung the worker
     seconds: float = 0.0
@@ -193,7 +194,7 @@ def _take(w: _Worker, kind: str, payload, timeout_s: float) -> list[FileResult]:
         for pos, e in payload:
             bundle[pos].executed[e.index] = e
     elif kind == "error":
-        bundle[w.pos].rejects.append(Reject(bundle[w.pos].src.relpath, 0, "", "mining_error", payload))
+        bundle[w.pos].rejects.append(RealReject(bundle[w.pos].src.relpath, 0, "", RejectReason.MINING_ERROR, payload))
     elif kind == "done":
         w.bundle = None
         return bundle
@@ -208,7 +209,7 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
         w.proc.join(timeout=5)  # its exit code names the signal
     code = w.proc.exitcode
     w.kill()
-    detail = "time limit reached" if how == "timeout" else f"worker died ({_signal_name(code)})"
+    detail = "time limit reached" if how == "timeout" else exit_reason(code)
     if (w.in_runs or w.in_compile) and len(bundle) > 1:
         # The bundle's compile check or a shared CPU build (runs themselves are forked one
         # by one) hung or crashed: no file to blame yet; each is mined again alone, so only
@@ -225,11 +226,11 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
         return bundle
     blamed = bundle[w.pos]
     blamed.rejects.append(
-        Reject(
+        RealReject(
             blamed.src.relpath,
             0,
             "",
-            "timeout" if how == "timeout" else "crash",
+            RejectReason.TIMEOUT if how == "timeout" else RejectReason.CRASH,
             f"{detail} while {'compiling' if w.in_compile else 'importing or generating'}",
         )
     )
@@ -237,12 +238,3 @@ def _lost(w: _Worker, how: str, queue: list) -> list[FileResult]:
         if other is not blamed:
             queue.append([FileResult(other.src)])
     return [blamed]
-
-
-def _signal_name(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            pass
-    return f"exit code {code}"

@@ -9,18 +9,22 @@ one generic kernel share it (same split) but are distinct rows, since their CUDA
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import orjson
 import xxhash
 
 from .. import canonical
+from ..contracts.manifest import SPLITS
+from ..contracts.reject import RealReject, RejectReason, first_error_line
 from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, Provenance, RealRow
+from ..contracts.stats import MINE_STAGES, RunStats, StageCounter
 from ..extract.levels import nvrtc_version
 from ..generators import GENERATOR_VERSION
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
-from .worker import MinedKernel, Reject
+from .worker import MinedKernel
 
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
@@ -51,6 +55,15 @@ def gradient_check(backward: str, vectors: dict | None, checked: dict | None = N
 kernel_shape_hash = canonical.kernel_shape_hash
 
 
+def new_stats() -> RunStats:
+    """Mining's counters: kernels (each overload one) through its stages, rows by split,
+    tier and gradient status; stage seconds as the workers report them."""
+    stats = RunStats.new((CATEGORY,), SPLITS)
+    stats.stages = {name: StageCounter() for name in MINE_STAGES}
+    stats.stage_seconds = {}
+    return stats
+
+
 @dataclass
 class Dedup:
     """Keeps the first kernel of each (shape, overload) and of each CUDA text."""
@@ -59,16 +72,16 @@ class Dedup:
     shapes: dict[tuple[str, str], str] = field(default_factory=dict)
     cuda: dict[str, str] = field(default_factory=dict)
 
-    def check(self, k: MinedKernel, shape: str, cuda_hash: str) -> str | None:
-        """None if new (and remembered), else what it duplicates."""
+    def check(self, k: MinedKernel, shape: str, cuda_hash: str) -> tuple[RejectReason, str] | None:
+        """None if new (and remembered), else why it is a duplicate and of what."""
         where = f"{k.relpath}:{k.line}"
         if shape in self.synthetic_shapes:
-            return "same shape as a synthetic row"
+            return RejectReason.DUPLICATE_SHAPE, "same shape as a synthetic row"
         key = (shape, k.overload)
         if key in self.shapes:
-            return f"same shape as {self.shapes[key]}"
+            return RejectReason.DUPLICATE_SHAPE, f"same shape as {self.shapes[key]}"
         if cuda_hash in self.cuda:
-            return f"same CUDA as {self.cuda[cuda_hash]}"
+            return RejectReason.DUPLICATE_CUDA, f"same CUDA as {self.cuda[cuda_hash]}"
         self.shapes[key] = where
         self.cuda[cuda_hash] = where
         return None
@@ -82,12 +95,20 @@ def build_rows(
     licenses: dict[str, str] | None = None,
     synthetic_shapes: set[str] | None = None,
     ratios=DEFAULT_RATIOS,
+    stats: RunStats | None = None,
 ) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """(rows with their split, rejects, preambles by hash), in a fixed order.
+    """(rows with their split, rejects, preambles by hash), in a fixed order; ``stats``
+    (:func:`new_stats`), if given, counts every kernel at the stage that kept or rejected it.
 
     Files are taken in path order and kernels in line order, so which of two
     duplicates is kept never depends on which worker finished first.
     """
+    stats = stats if stats is not None else new_stats()
+
+    def reject(r: RealReject, path: tuple[str, ...] = MINE_STAGES) -> None:
+        stats.count_slot(CATEGORY, path, r.reason)
+        rejects.append(dataclasses.asdict(r))
+
     versions = versions or {"warp-lang": warp_version}
     licenses = {**LICENSES, **(licenses or {})}
     dedup = Dedup(set(synthetic_shapes or ()))
@@ -95,12 +116,14 @@ def build_rows(
     rejects: list[dict] = []
     preambles: dict[str, str] = {}
     for res in sorted(results, key=lambda r: r.src.relpath):
-        rejects += [reject_record(r) for r in res.rejects]
+        for r in res.rejects:
+            reject(r)
         for i, k in enumerate(res.kernels):
+            # the stages this kernel passes: compile only where the compile check ran
+            path = MINE_STAGES if k.compile_ok is not None else tuple(s for s in MINE_STAGES if s != "compile")
             if k.compile_ok is False:
-                rejects.append(
-                    reject_record(Reject(k.relpath, k.line, _named(k), "compile_failed", _first(k.compile_log)))
-                )
+                detail = first_error_line(k.compile_log)
+                reject(RealReject(k.relpath, k.line, _named(k), RejectReason.COMPILE_ERROR, detail), path)
                 continue
             executed = res.executed.get(i)
             python_hash, _ = canonical.canonical_hashes(k.python_source)
@@ -108,7 +131,7 @@ def build_rows(
             cuda_hash = xxhash.xxh3_64_hexdigest((k.forward + k.backward).encode())
             dup = dedup.check(k, shape, cuda_hash)
             if dup is not None:
-                rejects.append(reject_record(Reject(k.relpath, k.line, _named(k), "duplicate", dup)))
+                reject(RealReject(k.relpath, k.line, _named(k), *dup), path)
                 continue
             preamble_hash = xxhash.xxh3_64_hexdigest(k.preamble.encode())
             preambles[preamble_hash] = k.preamble
@@ -179,18 +202,13 @@ def build_rows(
                     order_dependent=list(executed.order_dependent) if vectors and executed is not None else [],
                 ),
             )
-            rows.append({**row.to_dict(), "split": assign_split(shape, ratios)})
+            split = assign_split(shape, ratios)
+            stats.count_slot(CATEGORY, path, None)
+            stats.count_row(CATEGORY, k.difficulty, split, row.metadata.forward_lines,
+                            row.metadata.backward_lines, row.gradient_check.status)  # fmt: skip
+            rows.append({**row.to_dict(), "split": split})
     return rows, rejects, preambles
 
 
 def _named(k: MinedKernel) -> str:
     return f"{k.qualname}[{k.overload}]" if k.overload else k.qualname
-
-
-def _first(log: str) -> str:
-    lines = [ln for ln in log.splitlines() if "error" in ln.lower()] or log.splitlines() or [""]
-    return lines[0].strip()
-
-
-def reject_record(r: Reject) -> dict:
-    return {"path": r.relpath, "line": r.line, "kernel": r.kernel, "reason": r.reason, "detail": r.detail}

@@ -9,11 +9,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..contracts.reject import RealReject
+from ..contracts.stats import RunStats
 from .argspecs import unfillable_kind
 from .discover import SourceFile, find_files, kernel_defs
 from .pool import FileResult, Options, mine_files
-from .rows import build_rows
-from .worker import Reject
+from .rows import CATEGORY, build_rows, new_stats
 
 DEFAULT_OPTIONS = Options()  # frozen: one shared default is safe
 
@@ -68,10 +69,14 @@ def mine_sources(
     for res in results:
         _expand_file_rejects(res)
     kwargs = {} if ratios is None else {"ratios": ratios}
+    counts = new_stats()
     rows, rejects, preambles = build_rows(
-        results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, **kwargs
+        results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, stats=counts, **kwargs
     )
-    stats = compute_stats(files, results, rows, rejects, time.perf_counter() - started)
+    for res in results:
+        counts.add_seconds(res.stage_seconds)
+    counts.elapsed_seconds = time.perf_counter() - started
+    stats = compute_stats(files, results, rows, counts)
     return MineResult(rows, rejects, preambles, stats, results)
 
 
@@ -88,44 +93,42 @@ def _expand_file_rejects(res: FileResult) -> None:
     kept = [r for r in res.rejects if r not in file_level]
     for r in file_level:
         missing = [d for d in defs if d.line not in covered]
-        kept += [Reject(r.relpath, d.line, d.qualname, r.reason, r.detail) for d in missing] or (
+        kept += [RealReject(r.path, d.line, d.qualname, r.reason, r.detail) for d in missing] or (
             [r] if not defs else []
         )
     res.rejects = kept
 
 
-def compute_stats(
-    files: list[SourceFile], results: list[FileResult], rows: list[dict], rejects: list[dict], seconds: float
-) -> dict:
+def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list[dict], counts: RunStats) -> dict:
+    """stats.json → ``real``: the run's counters (kernels through mining's stages, rows by
+    split and gradient status, seconds) and what the rows say about their runs."""
     declared = 0
     for src in files:
         try:
             declared += len(kernel_defs(ast.parse(Path(src.path).read_text(encoding="utf-8", errors="replace"))))
         except SyntaxError:
             pass
-    generated = sum(len(r.kernels) for r in results)
-    compiled = sum(1 for r in results for k in r.kernels if k.compile_ok)
-    checked = sum(1 for r in results for k in r.kernels if k.compile_ok is not None)
+    compiled = counts.stages["compile"]
     executed = sum(1 for row in rows if row["provenance"]["executed"])
-    by_reason = Counter(r["reason"] for r in rejects)
     not_run = Counter(
         _reason_class(row["provenance"]["not_executed_reason"]) for row in rows if not row["provenance"]["executed"]
     )
     return {
         "files": len(files),
         "kernel_definitions": declared,
-        "kernels_generated": generated,  # overloads count one each
-        "compile_checked": checked,
-        "compile_passed": compiled,
-        "compile_pass_rate": round(compiled / checked, 4) if checked else None,
+        "kernels_generated": counts.stages["extract"].kept,  # overloads count one each
+        "compile_checked": compiled.entered,
+        "compile_passed": compiled.kept,
+        "compile_pass_rate": compiled.pass_rate(),
         "compile_levels": dict(
             sorted(Counter(k.compile_level for r in results for k in r.kernels if k.compile_ok is not None).items())
         ),
-        "rows": len(rows),
+        "rows": counts.accepted[CATEGORY],
         "executed": executed,
         "executed_rate": round(executed / len(rows), 4) if rows else None,
-        "by_split": dict(sorted(Counter(r["split"] for r in rows).items())),
-        "rejects_by_reason": dict(sorted(by_reason.items())),
+        "by_split": {split: n for split, n in sorted(counts.by_split.items()) if n},
+        "rejects_by_reason": counts.rejects_by_reason(),
+        "stages": {name: counter.to_json() for name, counter in counts.stages.items()},
         "not_executed_by_reason": dict(sorted(not_run.items())),
         "unfillable_arguments": dict(
             Counter(
@@ -138,7 +141,7 @@ def compute_stats(
         "executed_partly_order_dependent": sum(1 for row in rows if row["provenance"]["order_dependent"]),
         # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite
         # differences (the row is kept, it is real code: filter on the status)
-        "gradient_check": dict(sorted(Counter(row["gradient_check"]["status"] for row in rows).items())),
+        "gradient_check": dict(sorted(counts.gradient_check.get(CATEGORY, {}).items())),
         "adjoint_mismatch_constructs": dict(
             sorted(
                 Counter(
@@ -148,11 +151,8 @@ def compute_stats(
                 ).items()
             )
         ),
-        "seconds": round(seconds, 3),  # timing: differs between runs
-        "stage_seconds": {
-            k: round(sum(r.stage_seconds.get(k, 0.0) for r in results), 3)
-            for k in sorted({k for r in results for k in r.stage_seconds})
-        },  # worker time, summed
+        "seconds": round(counts.elapsed_seconds, 3),  # timing: differs between runs
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(counts.stage_seconds.items())},  # worker time, summed
     }
 
 

@@ -22,7 +22,7 @@ import xxhash
 from .. import execution as execute
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
-from ..contracts.reject import error_line
+from ..contracts.reject import RealReject, RejectReason, error_line
 from ..extract.codegen import DEFAULT_ARCH, generate_cuda
 from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
@@ -36,17 +36,6 @@ from .discover import SourceFile
 
 CATEGORY = "real"
 EXECUTE_CHUNK = 40  # kernels per CPU build (a failed build is bisected)
-
-
-@dataclass
-class Reject:
-    """A kernel (or a whole file, ``kernel == ""``) that did not become a row."""
-
-    relpath: str
-    line: int
-    kernel: str
-    reason: str  # see REASONS in report.py
-    detail: str
 
 
 @dataclass
@@ -154,27 +143,31 @@ def prepare_file(
     compile_check: bool = True,
     compile_level: str = DEFAULT_COMPILE_LEVEL,
     run: bool = True,
-) -> tuple[list[MinedKernel], list[Reject], list, dict[str, float]]:
+) -> tuple[list[MinedKernel], list[RealReject], list, dict[str, float]]:
     """(kernels with CUDA and compile verdict, rejects, live kernel objects, stage seconds)."""
     seconds = {}
     clock = time.perf_counter()
     found = collect(src)
     seconds["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    rejects: list[Reject] = []
+    rejects: list[RealReject] = []
     if found.import_error is not None:
         reason = classify_import_error(found.import_error)
         detail = public_text(found.import_error, src)
-        rejects += [Reject(src.relpath, d.line, d.qualname, reason, detail) for d in found.defs]
+        rejects += [RealReject(src.relpath, d.line, d.qualname, reason, detail) for d in found.defs]
         return [], rejects, [], seconds
     for d, err in found.replay_errors or []:
-        rejects.append(Reject(src.relpath, d.line, d.qualname, "not_replayable", public_text(err, src)))
+        rejects.append(RealReject(src.relpath, d.line, d.qualname, RejectReason.NOT_REPLAYABLE, public_text(err, src)))
     covered = {f.line for f in found.found} | {d.line for d, _ in found.replay_errors or []}
     for d in found.defs:
         if d.line not in covered:
             # Defined inside a function that import does not run, in a class body that
             # failed, or under a branch not taken at import.
-            rejects.append(Reject(src.relpath, d.line, d.qualname, "not_created", "the definition never ran at import"))
+            rejects.append(
+                RealReject(
+                    src.relpath, d.line, d.qualname, RejectReason.NOT_CREATED, "the definition never ran at import"
+                )
+            )
     defs_by_line = {d.line: d for d in found.defs}
     lines = found.source.splitlines(True)
     tree = ast.parse(found.source)
@@ -190,11 +183,11 @@ def prepare_file(
             targets = [(ovl, sig) for sig, ovl in f.kernel.overloads.items()]
             if not targets:
                 rejects.append(
-                    Reject(
+                    RealReject(
                         src.relpath,
                         f.line,
                         f.qualname,
-                        "generic_no_overloads",
+                        RejectReason.GENERIC_NO_OVERLOADS,
                         "generic kernel with no wp.overload: its types are only known at launch",
                     )
                 )
@@ -205,8 +198,12 @@ def prepare_file(
                     ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
             except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
                 rejects.append(
-                    Reject(
-                        src.relpath, f.line, _named(f.qualname, sig), "warp_rejects", public_text(error_line(exc), src)
+                    RealReject(
+                        src.relpath,
+                        f.line,
+                        _named(f.qualname, sig),
+                        RejectReason.CODEGEN_ERROR,
+                        public_text(error_line(exc), src),
                     )
                 )
                 continue
@@ -259,15 +256,15 @@ def _named(qualname: str, sig: str) -> str:
     return f"{qualname}[{sig}]" if sig else qualname
 
 
-def classify_import_error(message: str) -> str:
+def classify_import_error(message: str) -> RejectReason:
     low = message.lower()
     if "cuda" in low and ("device" in low or "driver" in low or "not available" in low) or "gpu" in low:
-        return "needs_gpu"
+        return RejectReason.NEEDS_GPU
     if message.startswith(("ModuleNotFoundError", "ImportError")):
-        return "missing_dependency"
+        return RejectReason.MISSING_DEPENDENCY
     if message.startswith("SyntaxError"):
-        return "syntax_error"
-    return "import_error"
+        return RejectReason.SYNTAX_ERROR
+    return RejectReason.IMPORT_ERROR
 
 
 def naming_root(src: SourceFile) -> str:

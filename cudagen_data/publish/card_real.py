@@ -13,6 +13,7 @@ import pyarrow as pa
 import yaml
 
 from cudagen_data.contracts.manifest import SPLITS
+from cudagen_data.contracts.reject import REAL_REJECTS_FILE
 from cudagen_data.contracts.row import PROVENANCE_DOCS
 from cudagen_data.publish import card
 
@@ -147,7 +148,7 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
         )
     if rejects:
         parts.append(
-            "Kernels not mined (listed one by one in `rejects_real.jsonl`), by reason:\n\n"
+            f"Kernels not mined (listed one by one in `{REAL_REJECTS_FILE}`), by reason:\n\n"
             + card._table(
                 ("reason", "kernels"),
                 [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))],

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cudagen_data.contracts.manifest import DEFAULT_CONFIG
+from cudagen_data.contracts.reject import REAL_REJECTS_FILE, REJECTS_FILE
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.folder import (
     MANIFEST,
@@ -47,16 +48,16 @@ from cudagen_data.publish.folder import (
     verify_data_file,
 )
 
-REJECTS = "rejects.jsonl"
-REJECTS_REAL = "rejects_real.jsonl"
 DATA_DIR = "data/"
 _NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
 
 LEFT_OUT = {
     "jsonl/": "same rows as data/*.parquet",
     ".cudagen/": "private resumable state",
-    REJECTS: "compiler logs may name local paths; stats.json counts rejects (include_rejects=True to upload)",
-    REJECTS_REAL: "kernels not mined, one by one; stats.json counts them by reason (include_rejects=True to upload)",
+    REJECTS_FILE: "compiler logs may name local paths; stats.json counts rejects (include_rejects=True to upload)",
+    REAL_REJECTS_FILE: (
+        "kernels not mined, one by one; stats.json counts them by reason (include_rejects=True to upload)"
+    ),
 }
 
 
@@ -189,11 +190,11 @@ def plan_upload(folder, include_rejects: bool = False, verify: bool = True, chec
             raise PublishError(f"{rel}: Parquet file not listed in {MANIFEST} (stale shard of an earlier run?)")
 
     meta_files = [README, MANIFEST, STATS]
-    has_rejects = (folder / REJECTS).is_file()
+    has_rejects = (folder / REJECTS_FILE).is_file()
     if include_rejects and has_rejects:
-        meta_files.append(REJECTS)
-    if include_rejects and (folder / REJECTS_REAL).is_file():
-        meta_files.append(REJECTS_REAL)
+        meta_files.append(REJECTS_FILE)
+    if include_rejects and (folder / REAL_REJECTS_FILE).is_file():
+        meta_files.append(REAL_REJECTS_FILE)
 
     if verify:
         for shard in shards:
@@ -213,7 +214,7 @@ def plan_upload(folder, include_rejects: bool = False, verify: bool = True, chec
     left_out = tuple(
         f"{name}: {reason}"
         for name, reason in LEFT_OUT.items()
-        if (folder / name.rstrip("/")).exists() and not (name in (REJECTS, REJECTS_REAL) and include_rejects)
+        if (folder / name.rstrip("/")).exists() and not (name in (REJECTS_FILE, REAL_REJECTS_FILE) and include_rejects)
     )
     return UploadPlan(folder=folder, files=files, rows=rows, left_out=left_out)
 

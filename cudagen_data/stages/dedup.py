@@ -13,7 +13,8 @@ from ..contracts.stats import StageCounter
 
 class DedupStage:
     name = "dedup"
-    reasons = (RejectReason.DUPLICATE_PYTHON, RejectReason.DUPLICATE_CUDA)
+    # DUPLICATE_SHAPE: mining's dedup (mine/rows.py), which keeps one kernel per canonical shape
+    reasons = (RejectReason.DUPLICATE_PYTHON, RejectReason.DUPLICATE_CUDA, RejectReason.DUPLICATE_SHAPE)
 
     def __init__(self, counter: StageCounter | None = None) -> None:
         self.python: set[str] = set()
