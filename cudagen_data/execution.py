@@ -220,13 +220,15 @@ def run_kernel(
     output_grads: dict[str, np.ndarray] | None = None,
     stream: str = "",
     guard: float = 0.0,
+    backward: bool = True,
 ) -> ExecutionResult:
     """Launch one kernel on seeded (or given) inputs, then backward; judge outputs and gradients.
     ``stream`` names the draw of another size (its output gradients are seeded apart too).
     ``guard`` > 0: the arrays live at the start of buffers ``guard`` times their size (plus
     :data:`GUARD_PAD`), the rest filled with a sentinel; a run that writes there, or reads
     NaN from there, fails (out_of_bounds): a size guessed for a kernel (sizes.py) is kept
-    only where the kernel stays inside its arrays at that size."""
+    only where the kernel stays inside its arrays at that size.  ``backward`` False: a
+    kernel built without its adjoint (forward only)."""
     wp = warp_boundary.warp()
     if inputs is None:
         inputs = draw_inputs(spec)
@@ -260,7 +262,7 @@ def run_kernel(
         result.reason, result.detail = bad
         return result
 
-    if forward_only_reason(spec.python_source):
+    if not backward or forward_only_reason(spec.python_source):
         result.ok = True  # forward checked; a forward-only kernel ships no backward to run
         return result
     seeds = output_grads if output_grads is not None else draw_output_grads(spec, grad_args, stream)

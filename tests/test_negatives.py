@@ -16,7 +16,15 @@ from cudagen_data.cli import app
 from cudagen_data.contracts.manifest import Manifest
 from cudagen_data.contracts.negative import NEGATIVE_SCHEMA
 from cudagen_data.extract import extract_source
-from cudagen_data.negatives import KINDS, Candidate, NegativesError, RowWork, candidates, make_negatives, prove
+from cudagen_data.negatives import (
+    KINDS,
+    Candidate,
+    NegativesError,
+    RowWork,
+    candidates,
+    make_negatives,
+    prove_candidates,
+)
 from cudagen_data.negatives.kinds import STRUCTURE
 
 KERNELS = ["chain", "atomic", "argmax"]
@@ -57,7 +65,7 @@ def _negatives(folder) -> list[dict]:
 
 def _proof(row: dict, cand: Candidate, preambles: dict) -> object:
     work = [RowWork(row, [cand])]
-    prove(work, preambles, 3, [(0, 0)])
+    prove_candidates(work, preambles, 3, [(0, 0)])
     return work[0].outcomes[0]
 
 

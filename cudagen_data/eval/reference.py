@@ -252,10 +252,11 @@ def compute_reference(
 
 def reference_from_kernels(
     plan: ReferencePlan, seed: int, k32, k64, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
-    min_random_draws: int = MIN_RANDOM_DRAWS,
+    min_random_draws: int = MIN_RANDOM_DRAWS, gradients: bool = True,
 ) -> Reference:  # fmt: skip
     """The input sets of ``plan``'s row at every recorded size, run on its built kernel
-    ``k32`` (and twin ``k64``, or None)."""
+    ``k32`` (and twin ``k64``, or None).  ``gradients`` False: the kernels were built
+    without adjoints; drawn sets then have no expected gradients (judge outputs only)."""
     row, twin = plan.row, plan.twin
     ref = Reference(
         plan.spec, [], plan.twin_status, plan.native64, sizes=[tuple(s.spec.launch_dim) for s in plan.sizes]
@@ -263,7 +264,7 @@ def reference_from_kernels(
     per_size = fresh_per_size(fresh_sets, len(plan.sizes), min_random_draws)
 
     def measured(size_spec, size, given_inputs, given_grads, name, expected=None):
-        run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads)
+        run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads, backward=gradients)
         if not run32.ok:
             return None, f"{run32.reason}: {run32.detail}"
         with_grads = expected is not None or bool(given_grads)
@@ -274,7 +275,7 @@ def reference_from_kernels(
                 twin, launch_dim=size_spec.launch_dim, block_dim=size_spec.block_dim, args=_widened(size_spec, twin)
             )
             run64 = run_kernel(twin_spec, k64, "cpu", None, widen_all(given_inputs, size_spec.args),
-                               widen_all(given_grads, size_spec.args))  # fmt: skip
+                               widen_all(given_grads, size_spec.args), backward=gradients)  # fmt: skip
             if run64.ok:
                 s.cpu32, s.ref64 = _flat(run32, with_grads), _flat(run64, with_grads)
             else:

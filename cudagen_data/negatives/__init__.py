@@ -7,8 +7,8 @@
 """
 
 from .kinds import KIND_DOCS, KINDS, Candidate, candidates
-from .prove import Outcome, RowWork, prove
+from .prove import Outcome, RowWork, prove_candidates
 from .run import NegativesError, NegativesResult, format_summary, make_negatives
 
 __all__ = ["KINDS", "KIND_DOCS", "Candidate", "NegativesError", "NegativesResult", "Outcome", "RowWork", "candidates",
-           "format_summary", "make_negatives", "prove"]  # fmt: skip
+           "format_summary", "make_negatives", "prove_candidates"]  # fmt: skip

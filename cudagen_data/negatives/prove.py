@@ -37,9 +37,13 @@ from ..eval.compile import Unit, compile_many, front_end_compiler
 from ..eval.equivalence import ORACLE_GUARD_ELEMENTS, widened_launch
 from ..eval.reference import ReferencePlan, ReferenceUnavailable, plan_reference, reference_from_kernels
 from ..eval.run import GUARD_FILLS, judge_set, run_guarded
-from ..eval.structure import StructureError, check_candidate, kernel_shape
+from ..eval.structure import KernelShape, StructureError, check_candidate, kernel_shape
 from ..execution import CPU_OPT_LEVEL
 from .kinds import COMPILE, RUN, STRUCTURE, Candidate
+
+# candidates per NVRTC call: a call costs ~0.4 s of header parsing however few it holds,
+# and errors are attributed to candidates by their lines (eval/compile.py)
+COMPILE_BATCH = 128
 
 
 @dataclass
@@ -60,8 +64,16 @@ class RowWork:
     candidates: list[Candidate]
     outcomes: list[Outcome | None] = field(default_factory=list)
 
+    _shapes: dict = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.outcomes = [None] * len(self.candidates)
+
+    def shape(self, part: str) -> KernelShape:
+        """The name and signature of the row's forward or backward kernel (parsed once)."""
+        if part not in self._shapes:
+            self._shapes[part] = kernel_shape(self.row[f"cuda_{part}"])
+        return self._shapes[part]
 
 
 def changed_lines(before: str, after: str) -> list[str]:
@@ -69,17 +81,18 @@ def changed_lines(before: str, after: str) -> list[str]:
             if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]  # fmt: skip
 
 
-def prove(work: Sequence[RowWork], preambles: dict[str, str], seed: int, picks: Sequence[tuple[int, int]]) -> None:
+def prove_candidates(
+    work: Sequence[RowWork], preambles: dict[str, str], seed: int, picks: Sequence[tuple[int, int]]
+) -> None:
     """Decide every (row index, candidate index) of ``picks``; outcomes are set in ``work``."""
     later: list[tuple[int, int]] = []
     for r, c in picks:
         w = work[r]
         cand = w.candidates[c]
-        shape = kernel_shape(w.row["cuda_forward"])
         try:
-            check_candidate(cand.forward, shape, "forward")
-            if cand.backward and w.row["cuda_backward"]:
-                check_candidate(cand.backward, kernel_shape(w.row["cuda_backward"]), "backward")
+            check_candidate(cand.forward, w.shape("forward"), "forward")
+            if cand.backward and cand.backward != w.row["cuda_backward"]:  # the row's own passes
+                check_candidate(cand.backward, w.shape("backward"), "backward")
         except StructureError as exc:
             if cand.stage == STRUCTURE:
                 w.outcomes[c] = Outcome(cand, True, f"structure stage: {exc}")
@@ -102,7 +115,8 @@ def _compile(work: Sequence[RowWork], preambles: dict[str, str], picks: list[tup
         units.append(Unit(preambles[row["preamble_hash"]], row["device_functions"] or "", cand.forward,
                           cand.backward or "", int(row["compile"]["arch"])))  # fmt: skip
     stage = "NVRTC front end" if threadsafe else "NVRTC"
-    for (r, c), verdict in zip(picks, compile_many(units, compiler, front_end=threadsafe), strict=True):
+    verdicts = compile_many(units, compiler, front_end=threadsafe, batch=COMPILE_BATCH)
+    for (r, c), verdict in zip(picks, verdicts, strict=True):
         w = work[r]
         cand = w.candidates[c]
         if verdict.ok:
@@ -154,9 +168,16 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
     """Witness ``picks`` in one CPU module; False where the module does not build."""
     with warp_boundary.open_batch_module(optimization_level=CPU_OPT_LEVEL) as batch, warp_boundary.fresh_kernel_cache():
         kernels: dict[int, tuple] = {}
+        # a row's kernels need their adjoints only for a backward witness (the rest judge outputs)
+        graded = {r for r, c in picks if work[r].candidates[c].witness == "backward"}
         for r, plan in plans.items():
-            k32, why = batch.add(plan.spec.python_source, plan.spec.kernel_name)
-            k64 = batch.add(plan.twin.python_source, plan.twin.kernel_name)[0] if plan.twin is not None else None
+            grads = r in graded
+            k32, why = batch.add(plan.spec.python_source, plan.spec.kernel_name, backward=grads)
+            k64 = (
+                batch.add(plan.twin.python_source, plan.twin.kernel_name, backward=grads)[0]
+                if plan.twin is not None
+                else None
+            )
             if k32 is None:
                 for rr, c in picks:
                     if rr == r:
@@ -193,7 +214,7 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
         refs = {}
         for r, (k32, k64) in kernels.items():
             try:
-                refs[r] = reference_from_kernels(plans[r], seed, k32, k64)
+                refs[r] = reference_from_kernels(plans[r], seed, k32, k64, gradients=r in graded)
             except ReferenceUnavailable as exc:
                 refs[r] = exc
         edited = {key: record[-1] if record else None for (key, _), record in zip(edits, done, strict=True)}
@@ -259,4 +280,4 @@ def unified_diff(before: str, after: str, name: str) -> str:
     )
 
 
-__all__ = ["COMPILE", "RUN", "STRUCTURE", "Outcome", "RowWork", "changed_lines", "prove", "unified_diff"]
+__all__ = ["COMPILE", "RUN", "STRUCTURE", "Outcome", "RowWork", "changed_lines", "prove_candidates", "unified_diff"]

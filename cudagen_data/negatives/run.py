@@ -23,7 +23,8 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from ..pipeline.config import versions
 from ..publish.card import split_num_bytes
 from ..publish.card_negatives import with_negatives
 from .kinds import KIND_DOCS, KINDS, RUN, Candidate, candidates
-from .prove import RowWork, prove, unified_diff
+from .prove import RowWork, prove_candidates, unified_diff
 
 DEFAULT_PER_ROW = 3
 BATCH_ROWS = 20  # positive rows per worker job (one CPU witness module, one NVRTC unit per 32 candidates)
@@ -198,7 +199,7 @@ def run_batch(job: BatchJob) -> BatchResult:
                 picks += [(r, c) for c in take]
             if not picks:
                 break
-            prove(work, job.preambles, job.seed, picks)
+            prove_candidates(work, job.preambles, job.seed, picks)
     rows: dict[str, list[dict]] = {}
     tally = new_tally()
     for pos, w in zip(job.positives, work, strict=True):
@@ -257,11 +258,13 @@ _COUNTS = ("by_kind", "by_stage", "by_category", "by_split", "by_config", "by_va
 
 
 def new_tally() -> dict:
-    return {"positives": 0, "candidates_by_kind": {}, **{k: {} for k in _COUNTS}, "seconds": 0.0}
+    return {"positives": 0, "rows_witness_crashed": 0, "candidates_by_kind": {}, **{k: {} for k in _COUNTS},
+            "seconds": 0.0}  # fmt: skip
 
 
 def add_tally(total: dict, part: dict) -> None:
     total["positives"] += part["positives"]
+    total["rows_witness_crashed"] = total.get("rows_witness_crashed", 0) + part.get("rows_witness_crashed", 0)
     total["seconds"] += part["seconds"]
     for key in _COUNTS:
         for k, v in part[key].items():
@@ -294,6 +297,8 @@ def stats_json(tally: dict) -> dict:
             for k, c in sorted(tally["candidates_by_kind"].items(), key=lambda kv: list(KINDS).index(kv[0]))
         },
         "run_proven_rate": round(sum(c["proven"] for c in run) / run_tried, 4) if run_tried else None,
+        # rows whose run-stage witness killed its process (they got structure and compile negatives only)
+        "rows_witness_crashed": tally.get("rows_witness_crashed", 0),
         "seconds": round(tally["seconds"], 3),
     }
 
@@ -374,30 +379,67 @@ def _make_negatives(root, chosen, per_row, seed, workers, batch_rows, progress) 
         folder.commit(state, result.rows, [])
         if progress is not None:
             progress(len(jobs[result.index].positives))
-    stats = _finish(root, folder, state, manifest, per_row, chosen, seed)
+    allowed = Counter(kind for picks in ranking for kind, _ in picks)
+    stats = _finish(root, folder, state, manifest, per_row, chosen, seed, allowed)
     return NegativesResult(stats, notes=notes)
 
 
 def _results(jobs: list[BatchJob], workers: int) -> Iterator[BatchResult]:
-    """Each job's result, in job order (``workers`` processes; 0: in this process)."""
-    if workers == 0 or len(jobs) <= 1:
+    """Each job's result, in job order (``workers`` processes; 0: in this process).
+
+    A witness runs edited kernels, and one that corrupts its process's heap despite the
+    guards kills its worker: the pool is then restarted, and the job it was waiting for is
+    done again row by row, each row in a process of its own (:func:`_alone`)."""
+    if workers == 0:
         for job in jobs:
             yield run_batch(job)
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        pending = []
-        queue = iter(jobs)
-        for job in queue:
-            pending.append(pool.submit(run_batch, job))
-            if len(pending) >= 2 * workers:
-                break
-        while pending:
-            result = pending.pop(0).result()
-            nxt = next(queue, None)
-            if nxt is not None:
-                pending.append(pool.submit(run_batch, nxt))
-            yield result
+    i = 0
+    while i < len(jobs):
+        pool = ProcessPoolExecutor(workers, mp_context=context)
+        try:
+            pending: dict[int, Future] = {}
+            submitted = i
+            while i < len(jobs):
+                while submitted < len(jobs) and submitted - i < 2 * workers:
+                    pending[submitted] = pool.submit(run_batch, jobs[submitted])
+                    submitted += 1
+                try:
+                    result = pending.pop(i).result()
+                except BrokenProcessPool:
+                    break
+                yield result
+                i += 1
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if i < len(jobs):
+            yield _alone(jobs[i], context)
+            i += 1
+
+
+def _alone(job: BatchJob, context) -> BatchResult:
+    """``job`` row by row, each in a fresh process; a row whose run-stage witness still
+    kills its process gets its structure and compile candidates only (counted in
+    ``rows_witness_crashed``)."""
+    rows: dict[str, list[dict]] = {}
+    tally = new_tally()
+    seconds = 0.0
+    for k in range(len(job.positives)):
+        one = BatchJob(job.index, job.positives[k : k + 1], job.foreign[k : k + 1], job.ranking[k : k + 1],
+                       job.per_row, job.preambles, job.seed)  # fmt: skip
+        try:
+            with ProcessPoolExecutor(1, mp_context=context) as pool:
+                result = pool.submit(run_batch, one).result()
+        except BrokenProcessPool:
+            one.ranking = [[(kind, v) for kind, v in job.ranking[k] if KINDS[kind] != RUN]]
+            result = run_batch(one)
+            result.tally["rows_witness_crashed"] = 1
+        for split, part in result.rows.items():
+            rows.setdefault(split, []).extend(part)
+        add_tally(tally, {**result.tally, "seconds": 0.0})
+        seconds += result.seconds
+    return BatchResult(job.index, rows, tally, seconds)
 
 
 def _load_state(folder: store.DatasetFolder) -> NegativesState | None:
@@ -420,7 +462,7 @@ def _clear(root: Path) -> None:
 
 
 def _finish(root: Path, folder: store.DatasetFolder, state: NegativesState, manifest: Manifest, per_row: int,
-            kinds: tuple[str, ...], seed: int) -> dict:  # fmt: skip
+            kinds: tuple[str, ...], seed: int, allowed: Counter) -> dict:  # fmt: skip
     """Last shards, manifest entries, stats.json -> negatives, the card; then complete."""
     moved = folder.finish_shards(state)
     files = [
@@ -435,6 +477,8 @@ def _finish(root: Path, folder: store.DatasetFolder, state: NegativesState, mani
         words += ["--kinds", ",".join(kinds)]
     manifest.negatives = {"command": " ".join(words), "versions": versions()}
     stats = stats_json(state.tally)
+    # how many positive rows allow each kind: a kind is balanced against what rows allow
+    stats["rows_allowing_kind"] = {k: allowed[k] for k in KINDS if k in allowed}
     stats_path = root / "stats.json"
     all_stats = orjson.loads(stats_path.read_bytes()) if stats_path.exists() else {}
     all_stats[NEGATIVES_CONFIG] = stats

@@ -69,12 +69,14 @@ def negatives_section(
 ) -> str:
     shipped = stats.get("by_kind", {})
     candidates = stats.get("candidates_by_kind", {})
+    allowed = stats.get("rows_allowing_kind", {})
     kinds_rows = []
     for kind, doc in kind_docs.items():
         c = candidates.get(kind, {})
         discarded = sum(c.get("discarded", {}).values())
-        kinds_rows.append((f"`{kind}`", f"`{kind_stages[kind]}`", doc, card._fmt_int(shipped.get(kind, 0)),
-                           card._fmt_int(c.get("tried", 0)), card._fmt_int(discarded)))  # fmt: skip
+        kinds_rows.append((f"`{kind}`", f"`{kind_stages[kind]}`", doc, card._fmt_int(allowed.get(kind, 0)),
+                           card._fmt_int(shipped.get(kind, 0)), card._fmt_int(c.get("tried", 0)),
+                           card._fmt_int(discarded)))  # fmt: skip
     parts = [
         SECTION_TITLE,
         '`datasets.load_dataset(..., "negatives")`. Wrong kernels for training critics, reward models and '
@@ -94,8 +96,11 @@ def negatives_section(
         "not shipped (counted below). A negative lives in its positive's split, so no split leaks. `diff` is the "
         "unified diff from the positive's CUDA; `cuda_backward` is the positive's except for `wrong_backward`.",
         card._table(("split", "negatives"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
-        "Kinds (shipped, candidates tried, candidates discarded):\n\n"
-        + card._table(("kind", "stage", "the wrong kernel", "shipped", "tried", "discarded"), kinds_rows),
+        "Kinds (positive rows that allow the kind; negatives shipped; candidates tried and discarded). Each row's "
+        "kinds are tried least-chosen first, so kinds are balanced against what the rows allow:\n\n"
+        + card._table(
+            ("kind", "stage", "the wrong kernel", "rows allowing", "shipped", "tried", "discarded"), kinds_rows
+        ),
         "By stage:\n\n" + _counts_table("stage", stats.get("by_stage", {})),
         "By category of the positive:\n\n" + _counts_table("category", stats.get("by_category", {})),
         card._table(

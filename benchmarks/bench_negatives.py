@@ -1,0 +1,59 @@
+"""`cudagen negatives` benchmark: negatives for N rows against the time `produce` took to make them.
+
+    python benchmarks/bench_negatives.py [--rows 200] [--workers 2] [--per-row 3] [--seed 0]
+
+Both are measured in this run, on this machine, with the same workers: first ``cudagen
+produce --count N`` (every category, full validation) into a temporary folder, then
+``cudagen negatives`` on it.  Target (issue #24): negatives / produce < 1.  Also prints
+the targets of the negatives themselves: negatives per positive, distinct kinds,
+categories represented, and the share of run-stage candidates the CPU witness proved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200, help="pairs to produce, then make negatives for")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--per-row", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, default=None, help="make the dataset here and keep it")
+    args = parser.parse_args()
+
+    from cudagen_data.generators import categories
+    from cudagen_data.negatives import make_negatives
+    from cudagen_data.pipeline.config import ProduceConfig
+    from cudagen_data.pipeline.producer import produce
+
+    with tempfile.TemporaryDirectory(prefix="bench-negatives-") as tmp:
+        folder = args.keep or Path(tmp) / "ds"
+        config = ProduceConfig(count=args.rows, categories=tuple(categories()), seed=args.seed)
+        t0 = time.perf_counter()
+        produce(config, folder, workers=args.workers, overwrite=True, progress=False)
+        produce_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = make_negatives(folder, per_row=args.per_row, seed=args.seed, workers=args.workers)
+        negatives_s = time.perf_counter() - t0
+    stats = result.stats
+    cats = len(stats["by_category"])
+    print(f"rows: {stats['positives']} produced in {produce_s:.1f} s ({args.workers} workers)")
+    print(f"negatives: {stats['negatives']} in {negatives_s:.1f} s ({stats['per_positive']:.2f} per row)")
+    print(f"ratio negatives / produce: {negatives_s / produce_s:.2f} (target < 1)")
+    print(f"kinds: {len(stats['by_kind'])} distinct: {stats['by_kind']}")
+    print(f"by stage: {stats['by_stage']}")
+    print(f"categories represented: {cats} of {len(categories())}")
+    print(f"run-stage candidates proven by the CPU witness: {stats['run_proven_rate']:.1%} (target >= 95%)")
+    discarded = {k: c["discarded"] for k, c in stats["candidates_by_kind"].items() if c["discarded"]}
+    print(f"discarded by kind: {discarded}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
