@@ -23,6 +23,12 @@ index_off_by_one         run        eval/mutants
 bounds_check_dropped     run        eval/mutants (witness: the launch widened to whole blocks)
 writes_zeros             run        eval/mutants
 memorized_outputs        run        eval/mutants: the recorded outputs from a table
+partial_grid             run        eval/mutants' partial-work masks: ``variant`` first_element,
+                                    first_half, first_block, all_but_last_element,
+                                    all_but_last_block (witness: the same mask in Warp's CPU
+                                    kernel function)
+skipped_work             run        eval/mutants: no thread works
+replayed_outputs         run        eval/mutants: thread 0 replays the recorded outputs
 precision_loss           run        ``variant`` accumulator: a loop's float32 accumulator rounded
                                     to half precision at every step; atomic_accumulation: the
                                     value added atomically rounded to half; stored_value: a
@@ -30,8 +36,9 @@ precision_loss           run        ``variant`` accumulator: a loop's float32 ac
 race                     run        an ``atomic_add`` into an output turned into a plain
                                     read-modify-write (load, add, store)
 wrong_backward           run        the forward is the positive's; the backward drops
-                                    (``variant`` dropped) or negates (sign_flipped) one
-                                    accumulation into an input's gradient
+                                    (``variant`` dropped) or negates (sign_flipped) the
+                                    accumulation into an input's gradient; or eval/mutants'
+                                    backward masks (empty: no thread, partial: half)
 =======================  =========  ==========================================================
 
 Each candidate carries how it is witnessed on the CPU (``witness``): ``forward`` /
@@ -43,6 +50,7 @@ prove.py), or ``none`` (structure and compile kinds: the stage itself is the pro
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +59,7 @@ import numpy as np
 import orjson
 
 from ..eval import mutants
+from ..eval.equivalence import lanes_cut
 from ..eval.structure import StructureError, kernel_shape
 from ..extract import DEFAULT_BLOCK_DIM
 
@@ -65,6 +74,9 @@ KINDS: dict[str, str] = {
     "bounds_check_dropped": RUN,
     "writes_zeros": RUN,
     "memorized_outputs": RUN,
+    "partial_grid": RUN,
+    "skipped_work": RUN,
+    "replayed_outputs": RUN,
     "precision_loss": RUN,
     "race": RUN,
     "wrong_backward": RUN,
@@ -80,9 +92,14 @@ KIND_DOCS: dict[str, str] = {
     "bounds_check_dropped": "The grid-stride loop runs once per thread, unchecked: threads past the end write.",
     "writes_zeros": "Every store writes a zero of its type.",
     "memorized_outputs": "The recorded outputs stored from a table: right on the recorded inputs, wrong on fresh ones.",
+    "partial_grid": "Only part of the launch does the work (the first element, half, block; all but the last "
+    "element or block): eval/mutants.py's thread masks.",
+    "skipped_work": "No thread does the work (outputs keep their initial values).",
+    "replayed_outputs": "Thread 0 writes the recorded outputs from a table: right on the recorded inputs only.",
     "precision_loss": "A float32 accumulation (or a stored result) rounded to half precision.",
     "race": "An `atomic_add` into an output turned into a plain read-modify-write: concurrent updates are lost.",
-    "wrong_backward": "The forward is right; the backward drops or negates one accumulation into an input's gradient.",
+    "wrong_backward": "The forward is right; the backward drops or negates the accumulation into an input's "
+    "gradient, or (eval/mutants.py) runs on no thread or half of them.",
 }
 
 Edit = Callable[[str], str | None]
@@ -96,7 +113,7 @@ class Candidate:
     variant: str
     forward: str
     backward: str
-    witness: str  # forward, backward, widened, race_model, none
+    witness: str  # forward, backward, widened, race_model, mask_forward, mask_backward, none
     edit: Edit | None = None  # the text edit (forward or backward) that the CPU witness applies
 
     @property
@@ -396,6 +413,7 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
         add("bounds_check_dropped", "", mutants.bounds_check_dropped(fwd), "widened")
     memo = memorized_edit(row)
     add("memorized_outputs", "", memo(fwd), "forward", memo)
+    partial_candidates(row, add)
     exact = _exact_in_half(row)
     for variant, edit in (("accumulator", precision_accumulator),
                           ("atomic_accumulation", lambda text: precision_atomic(text, exact)),
@@ -410,3 +428,38 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
             edit = backward_edit(row, variant)
             add("wrong_backward", variant, fwd, "backward", edit, backward=edit(bwd))
     return out
+
+
+# eval/mutants.py's partial-work masks, as (kind, variant) here
+PARTIAL = {
+    "partial_first_element": ("partial_grid", "first_element"),
+    "partial_first_half": ("partial_grid", "first_half"),
+    "partial_first_block": ("partial_grid", "first_block"),
+    "partial_all_but_last_element": ("partial_grid", "all_but_last_element"),
+    "partial_all_but_last_block": ("partial_grid", "all_but_last_block"),
+    "skipped_work": ("skipped_work", ""),
+    "backward_empty": ("wrong_backward", "empty"),
+    "backward_partial": ("wrong_backward", "partial"),
+}
+
+
+def partial_candidates(row: dict, add: Callable) -> None:
+    """eval/mutants.make_partial_mutants, each with its CPU counterpart (the same thread mask
+    in Warp's CPU kernel function, or the table replay); a tile kernel's mask that skips
+    lanes holding tile elements has none (equivalence.lanes_cut) and is not made."""
+    tiled, block = bool(row["block_dim"]), mutants.block_size(row)
+    verified = row["gradient_check"]["status"] == "verified"
+    for m in mutants.make_partial_mutants(row):
+        if m.kind == "replayed_outputs":
+            add("replayed_outputs", "", m.forward, "mask_forward", lambda text: mutants.replayed_cpu(row, text))
+            continue
+        mask = mutants.PARTIAL_MASKS[m.kind]
+        if tiled:
+            skipped, working = lanes_cut(row, m)
+            if skipped and min(skipped) < working:
+                continue
+        kind, variant = PARTIAL[m.kind]
+        if kind == "wrong_backward" and not verified:
+            continue
+        edit = functools.partial(mutants.masked_cpu, mask=mask, block=block, tiled=tiled)
+        add(kind, variant, m.forward, f"mask_{mask.part}", edit, backward=m.backward)

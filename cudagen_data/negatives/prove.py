@@ -36,7 +36,7 @@ from .. import warp_boundary
 from ..eval.compile import Unit, compile_many, front_end_compiler
 from ..eval.equivalence import ORACLE_GUARD_ELEMENTS, widened_launch
 from ..eval.reference import ReferencePlan, ReferenceUnavailable, plan_reference, reference_from_kernels
-from ..eval.run import GUARD_FILLS, judge_set, run_guarded
+from ..eval.run import judge_set, planned_runs, run_guarded
 from ..eval.structure import KernelShape, StructureError, check_candidate, kernel_shape
 from ..execution import CPU_OPT_LEVEL
 from .kinds import COMPILE, RUN, STRUCTURE, Candidate
@@ -44,6 +44,11 @@ from .kinds import COMPILE, RUN, STRUCTURE, Candidate
 # candidates per NVRTC call: a call costs ~0.4 s of header parsing however few it holds,
 # and errors are attributed to candidates by their lines (eval/compile.py)
 COMPILE_BATCH = 128
+# Fresh input sets per recorded size in the witness's reference (the judge draws more, with
+# its own secret seed): a candidate proven wrong on some sets is wrong; more sets would only
+# prove a few more, at the cost of a CPU run of the row's kernel and its twin per set.  The
+# judge's adversarial sets are kept (they prove the partial-work kinds).
+WITNESS_FRESH_SETS = 2
 
 
 @dataclass
@@ -169,7 +174,7 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
     with warp_boundary.open_batch_module(optimization_level=CPU_OPT_LEVEL) as batch, warp_boundary.fresh_kernel_cache():
         kernels: dict[int, tuple] = {}
         # a row's kernels need their adjoints only for a backward witness (the rest judge outputs)
-        graded = {r for r, c in picks if work[r].candidates[c].witness == "backward"}
+        graded = {r for r, c in picks if _part(work[r].candidates[c]) == "backward"}
         for r, plan in plans.items():
             grads = r in graded
             k32, why = batch.add(plan.spec.python_source, plan.spec.kernel_name, backward=grads)
@@ -196,14 +201,14 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
                 continue
             name = f"{plan.spec.kernel_name}_cudagen_w{len(copies)}"
             source = _renamed(plan.spec.python_source, plan.spec.kernel_name, name)
-            kernel = batch.add(source, name, backward=cand.witness == "backward")[0] if source else None
+            kernel = batch.add(source, name, backward=_part(cand) == "backward")[0] if source else None
             if kernel is None:
                 work[r].outcomes[c] = Outcome(
                     cand, False, "the row's kernel cannot be copied for the witness", "unknown"
                 )
                 continue
             copies[(r, c)] = kernel
-            edits.append(((r, c), (kernel, "backward" if cand.witness == "backward" else "forward", cand.edit)))
+            edits.append(((r, c), (kernel, _part(cand), cand.edit)))
         try:
             with warp_boundary.edited_cpu_functions(batch.module, [e for _, e in edits]) as done:
                 problem = warp_boundary.build_module(batch.module, "cpu")
@@ -214,7 +219,8 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
         refs = {}
         for r, (k32, k64) in kernels.items():
             try:
-                refs[r] = reference_from_kernels(plans[r], seed, k32, k64, gradients=r in graded)
+                draws = {"fresh_sets": WITNESS_FRESH_SETS, "min_random_draws": WITNESS_FRESH_SETS}
+                refs[r] = reference_from_kernels(plans[r], seed, k32, k64, **draws, gradients=r in graded)
             except ReferenceUnavailable as exc:
                 refs[r] = exc
         edited = {key: record[-1] if record else None for (key, _), record in zip(edits, done, strict=True)}
@@ -229,20 +235,28 @@ def _witness_group(work, seed: int, plans: dict[int, ReferencePlan], picks: list
 
 
 def _judge(row: dict, cand: Candidate, kernel, ref, cpu_edit: tuple[str, str] | None) -> Outcome:
-    widen = False
+    def spec_for(size_spec):
+        return size_spec
+
     if cand.witness in ("forward", "backward"):
         recorded = row["cuda_backward"] if cand.witness == "backward" else row["cuda_forward"]
         submitted = cand.backward if cand.witness == "backward" else cand.forward
         if cpu_edit is None or changed_lines(*cpu_edit) != changed_lines(recorded, submitted):
             return Outcome(cand, False, "the edit changes other lines on the CPU than in the CUDA", "unknown")
         how = f"the same edit on Warp's CPU {cand.witness}"
+    elif cand.witness.startswith("mask_"):
+        what = "table replay" if cand.kind == "replayed_outputs" else "thread mask"
+        how = f"the same {what} in Warp's CPU {_part(cand)} (eval/mutants.py)"
     elif cand.witness == "widened":
-        widen = True
+
+        def spec_for(size_spec):
+            return dataclasses.replace(size_spec, launch_dim=widened_launch(size_spec.launch_dim))
+
         how = "the positive's CPU kernel on the launch widened to whole GPU blocks"
     else:
         how = "the lost-update model of the read-modify-write on the CPU"
-    backward = cand.witness == "backward"
-    failures = _judged(ref, kernel, widen, backward)
+    backward = _part(cand) == "backward"
+    failures = _judged(ref, kernel, spec_for, backward)
     if not failures:
         return Outcome(cand, False, "its results pass the judge on every input set", "indistinguishable")
     evidence = f"CPU witness ({how}): {failures[0].replace(': GPU ', ': candidate ')}"
@@ -256,19 +270,22 @@ def _judge(row: dict, cand: Candidate, kernel, ref, cpu_edit: tuple[str, str] | 
     return Outcome(cand, True, evidence)
 
 
-def _judged(ref, kernel, widen: bool, backward: bool) -> list[str]:
-    """eval/run.judge_kernel, judging outputs only unless the witness is of the backward
-    (a forward edit's copy is built without one; its backward would be the positive's)."""
-    for s in ref.sets:
-        spec = s.spec or ref.spec  # the set's own size (launch, block dim, shapes)
-        if widen:
-            spec = dataclasses.replace(spec, launch_dim=widened_launch(spec.launch_dim))
-        for i, fill in enumerate(GUARD_FILLS):
-            got = run_guarded(spec, kernel, "cpu", s.inputs, s.output_grads, backward and i == 0, fill,
-                              ORACLE_GUARD_ELEMENTS)  # fmt: skip
-            failures = judge_set(ref, s, got, outputs_only=not backward or i > 0)
-            if failures:
-                return failures if i == 0 else [f"{f} (guard cells: {fill})" for f in failures]
+def _part(cand: Candidate) -> str:
+    """The function of the kernel the witness edits: forward or backward."""
+    return "backward" if cand.witness in ("backward", "mask_backward") else "forward"
+
+
+def _judged(ref, kernel, spec_for, backward: bool) -> list[str]:
+    """eval/run.judge_kernel (the same runs: planned_runs), judging outputs only unless the
+    witness is of the backward (a forward edit's copy is built without one; its backward
+    would be the positive's)."""
+    for s, fill, with_backward in planned_runs(ref):
+        spec = spec_for(s.spec or ref.spec)
+        got = run_guarded(spec, kernel, "cpu", s.inputs, s.output_grads, backward and with_backward, fill,
+                          ORACLE_GUARD_ELEMENTS)  # fmt: skip
+        failures = judge_set(ref, s, got, outputs_only=not (backward and with_backward))
+        if failures:
+            return failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]
     return []
 
 
