@@ -836,3 +836,20 @@ def test_adversarial_sets_expect_outputs_only(chain_reference):
     assert all(set(s.expected) == set(s.cpu32) == set(s.ref64) == {"y"} for s in adversarial)
     fresh = [s for s in chain_reference.sets if s.kind == "fresh"]
     assert all(set(s.expected) == {"y", "x.grad"} and s.output_grads for s in fresh)
+
+
+def test_the_report_states_the_input_sets_and_sizes():
+    """How many sets ran, of which kind, at how many sizes: the text and the JSON say it."""
+    from cudagen_data.eval.report import EvalReport, Result, format_report
+    from cudagen_data.eval.score import Score, StageResult
+
+    report = EvalReport("ds", "test", {"device": "cuda:0", "front_end": "x", "full_compile": "y",
+                                       "fresh_input_seed": 9}, {})  # fmt: skip
+    for n, sizes in ((33, [[64], [128], [257]]), (19, [[16]])):
+        fresh, adversarial = (12, 18) if n == 33 else (12, 6)
+        sets = {"sets": n, "recorded": len(sizes), "fresh": fresh, "adversarial": adversarial, "sizes": sizes}
+        stages = [StageResult("structure", True), StageResult("compile", True), StageResult("run", True)]
+        report.results.append(Result(1, f"r{n}", "c", "d", Score(f"r{n}", stages, input_sets=sets)))
+    text = format_report(report)
+    assert "run stage: 19-33 input sets per candidate (recorded 1-3, fresh 12, adversarial 6-18) at 1-3 " in text
+    assert orjson.loads(report.to_json())["results"][0]["input_sets"]["sizes"] == [[64], [128], [257]]

@@ -18,6 +18,7 @@ At each size (launch dims, block dim and argument shapes: the row's test vectors
   block size).  ``low``: background in the upper half, the element at the domain's low
   end (the minimum, and the element that moves a sum most); ``high``: mirrored (the
   maximum).  A kernel that skips the element's thread, block or last index misses it.
+  They carry no output gradients: they judge the forward (and expect outputs only).
 
 Expected values of the drawn sets come from running the original Python kernel on
 Warp's CPU backend; for every set the float32 kernel and its float64 twin (gpu/twin.py)

@@ -155,6 +155,12 @@ def _reason_kind(detail: str) -> str:
     return text.split(" (")[0].strip()[:70] or "failed"
 
 
+def _span(values) -> str:
+    """``3`` or ``19-33``: the range of some counts."""
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
+
+
 def _pct(v) -> str:
     return "   n/a" if v is None else f"{100 * v:5.1f}%"
 
@@ -171,10 +177,10 @@ def format_report(rep: EvalReport, limit: int = 8) -> str:
     ]
     ran = [r.score.input_sets for r in rep.results if r.score.input_sets]
     if ran:
-        sets = sorted({d["sets"] for d in ran})
-        sizes = sorted({len(d["sizes"]) for d in ran})
-        lines.append(f"  run stage: {sets[0]}-{sets[-1]} input sets per candidate (recorded, fresh and adversarial) "
-                     f"at {sizes[0]}-{sizes[-1]} recorded sizes per row; per result in the JSON report")  # fmt: skip
+        lines.append(f"  run stage: {_span(d['sets'] for d in ran)} input sets per candidate (recorded "
+                     f"{_span(d['recorded'] for d in ran)}, fresh {_span(d['fresh'] for d in ran)}, adversarial "
+                     f"{_span(d['adversarial'] for d in ran)}) at {_span(len(d['sizes']) for d in ran)} recorded "
+                     "sizes per row; per result in the JSON report (input_sets)")  # fmt: skip
     if not rep.gpu:
         lines.append(
             "  run stage: NOT RUN (no GPU): the ladder stops after compile; correct@1 and pass@k need --device cuda:0"
