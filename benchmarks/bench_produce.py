@@ -26,13 +26,28 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import pickle
 import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+
+
+@dataclass
+class Measured:
+    """One producer run: wall time, stats, and what the breakdown needs."""
+
+    seconds: float
+    stats: dict
+    rss_mb: float
+    started: float  # time.monotonic() when produce() was called
+    ended: float
+    driver_cpu: float  # the driver's own CPU seconds (this process, all threads)
+    results: list = field(default_factory=list)  # committed BatchResults, in order
 
 
 def run(
@@ -43,74 +58,102 @@ def run(
     batch_size: int,
     out: Path,
     level: str = "frontend",
-):
+) -> Measured:
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.producer import produce
 
-    rss = []
+    results = []
     config = ProduceConfig(
         count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level
     )
-    t0 = time.perf_counter()
-    result = produce(config, out, workers=workers, progress=False, on_batch=lambda r: rss.append(r.worker_rss_mb))
-    return time.perf_counter() - t0, result.stats, max(rss, default=0.0)
+    cpu0, started, t0 = time.process_time(), time.monotonic(), time.perf_counter()
+    result = produce(config, out, workers=workers, progress=False, on_batch=results.append)
+    seconds, ended = time.perf_counter() - t0, time.monotonic()
+    rss = max((r.worker_rss_mb for r in results), default=0.0)
+    return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results)
 
 
-def _floor_worker(args) -> float:
+def _floor_worker(args) -> dict:
     """The work no pipeline can skip, for a share of the kernels: Warp codegen and batched
     NVRTC at ``level`` of every kernel tried, batched CPU build and run (forward and
-    backward, seeded inputs) of every accepted one, and its gradient check (finite
-    differences, issue #12); returns seconds spent."""
-    items, arch, batch_size, level = args  # items: (python_source, row or None)
-    from cudagen_data import warp_boundary
-    from cudagen_data.dataset.verify import row_to_spec
-    from cudagen_data.execution import execute_specs
+    backward, seeded inputs, at every recorded size, with the inputs-that-matter probe)
+    of every kernel that passed the compile check, and its gradient check (finite
+    differences, issue #12, at every size), as the pipeline's stages call them.  Returns its wall and CPU seconds and
+    its spans (the same names as the pipeline's, cudagen_data/spans.py)."""
+    items, arch, batch_size, level = args  # items: (python_source, KernelSpec to run or None)
+    from cudagen_data import spans, warp_boundary
+    from cudagen_data.execution import SizedRun, execute_specs
     from cudagen_data.extract import compile_units, extract_kernels
     from cudagen_data.gradcheck import Point, check_gradients, check_own_build
+    from cudagen_data.sizes import other_sizes
 
     warp_boundary.warp()
-    t0 = time.perf_counter()
+    spans.take()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    parts = 0
     for i in range(0, len(items), batch_size):
+        parts += 1
         chunk = items[i : i + batch_size]
         kernels = []
-        for src, _ in chunk:
-            try:
-                kernels += extract_kernels(src)
-            except Exception:  # noqa: BLE001 - the floor skips what Warp rejects
-                pass
+        with spans.span("extract"):
+            for src, _ in chunk:
+                try:
+                    kernels += extract_kernels(src)
+                except Exception:  # noqa: BLE001 - the floor skips what Warp rejects
+                    pass
         if kernels:
-            compile_units(kernels, arch=arch, level=level)
-        specs = [row_to_spec(row) for _, row in chunk if row is not None]
+            with spans.span("compile"):
+                compile_units(kernels, arch=arch, level=level)
+        specs = [spec for _, spec in chunk if spec is not None]
         if specs:
             # a kernel without a float64 twin is checked on the kernel the execution built,
             # as the pipeline does (gradcheck.check_own_build): building it twice is not floor work
             own = {}
 
             def check_own(i, kernel, run, specs=specs, own=own):
-                own[i] = check_own_build(specs[i], kernel, Point.of(run))
+                with spans.span("execute.own_build_check"):
+                    own[i] = check_own_build(specs[i], kernel, Point.of(run))
 
-            runs = execute_specs(
-                specs, reference_checks={}, on_run=check_own
-            )  # no NumPy reference checks: not floor work
+            more = [
+                [SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(spec)] for spec in specs
+            ]
+            with spans.span("execute"):
+                runs = execute_specs(
+                    specs, more=more, probe_inputs=True, reference_checks={}, on_run=check_own
+                )  # no NumPy reference checks: not floor work
             ran = [
                 (spec, run)
-                for i, (spec, run) in enumerate(zip(specs, runs, strict=False))
+                for i, (spec, run) in enumerate(zip(specs, runs, strict=True))
                 if run.ok and own.get(i) is None
             ]
             if ran:
-                check_gradients([spec for spec, _ in ran], [run for _, run in ran])
-    return time.perf_counter() - t0
+                with spans.span("gradcheck"):
+                    check_gradients([spec for spec, _ in ran], [run for _, run in ran])
+    seconds, cpu_seconds, counts = spans.take()
+    return {
+        "wall": time.perf_counter() - t0,
+        "cpu": time.process_time() - cpu0,
+        "parts": parts,
+        "spans": seconds,
+        "cpu_spans": cpu_seconds,
+        "counts": counts,
+    }
 
 
-def pooled_seconds(worker, sources: list[str], workers: int, *extra) -> float:
+def pooled(worker, sources: list, workers: int, *extra) -> tuple[float, list]:
     """Wall time of ``worker((share, *extra))`` over ``workers`` spawned processes, each
-    given every ``workers``-th source; process start-up is outside the timing."""
+    given every ``workers``-th source, and what each returned; process start-up is
+    outside the timing."""
     shares = [sources[i::workers] for i in range(workers)]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         pool.map(worker, [([], *extra)] * workers)
         t0 = time.perf_counter()
-        pool.map(worker, [(share, *extra) for share in shares])
-        return time.perf_counter() - t0
+        returned = pool.map(worker, [(share, *extra) for share in shares])
+        return time.perf_counter() - t0, returned
+
+
+def pooled_seconds(worker, sources: list, workers: int, *extra) -> float:
+    return pooled(worker, sources, workers, *extra)[0]
 
 
 def _codegen_worker(args: tuple) -> float:
@@ -137,6 +180,274 @@ def tried_items(out: Path) -> list[tuple[str, dict | None]]:
     return items
 
 
+RUN_STAGES = ("execute", "gradcheck")  # a kernel rejected here was built and run by the pipeline: so by the floor
+
+
+def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
+    """(python_source, spec to build and run, or None) of every kernel the run tried: the
+    spec of every row, and of every reject that passed the compile check (rejected while
+    running or by the gradient check: regenerated from its slot, the pipeline ran it too)."""
+    from cudagen_data.contracts.reject import RejectReason
+    from cudagen_data.dataset.verify import row_to_spec
+    from cudagen_data.generators import generate
+
+    items = []
+    for p in sorted((out / "jsonl").glob("*.jsonl")):
+        items += [(r["python_source"], row_to_spec(r)) for r in map(orjson.loads, p.read_bytes().splitlines())]
+    for line in (out / "rejects.jsonl").read_bytes().splitlines():
+        r = orjson.loads(line)
+        if not r.get("python_source"):
+            continue
+        spec = None
+        if RejectReason(r["reason"]).stage in RUN_STAGES:
+            spec = generate(r["category"], seed, r["index"])
+            assert spec.python_source == r["python_source"], "a reject's regenerated source differs"
+        items.append((r["python_source"], spec))
+    return items
+
+
+# --------------------------------------------------------------------------- the breakdown
+
+# (label, pipeline part, floor part): a part is a span name (cudagen_data/spans.py), a
+# difference of spans ("a-b-c"), or a lane part computed by ``lanes``; None: not in that run.
+PARTS = (
+    ("start-up: driver set-up, process spawn, Python imports", "@spawn", None),
+    ("start-up: importing and initialising Warp", "@warp_init", None),
+    ("idle before the first part", "@idle_first", None),
+    ("generate", "generate", None),
+    ("codegen (Warp CUDA codegen, length cap)", "extract", "extract"),
+    ("NVRTC front end", "compile", "compile"),
+    ("CPU build: first of each process (clang PCH)", "first_cpu_build", "first_cpu_build"),
+    ("CPU build: the other execute builds", "execute.build-first_cpu_build", "execute.build-first_cpu_build"),
+    ("CPU run (forward, backward, output checks)", "execute.run", "execute.run"),
+    ("test vectors (encode a run for its row)", "execute.vectors", None),
+    ("gradient check on execute's build", "execute.own_build_check", "execute.own_build_check"),
+    (
+        "execute: loading sources, bisection, rest",
+        "execute-execute.build-execute.run-execute.vectors-execute.own_build_check",
+        "execute-execute.build-execute.run-execute.own_build_check",
+    ),
+    ("gradient check: float64 twin builds", "gradcheck.build", "gradcheck.build"),
+    ("gradient check: probes", "gradcheck.probe", "gradcheck.probe"),
+    (
+        "gradient check: loading twins, rest",
+        "gradcheck-gradcheck.build-gradcheck.probe",
+        "gradcheck-gradcheck.build-gradcheck.probe",
+    ),
+    ("rows: canonical hashes", "rows.hash", None),
+    ("rows: the rest (Row objects, preamble hashes)", "rows-rows.hash", None),
+    ("in a part, outside the above", "@part_rest", "@part_rest"),
+    ("between parts: pickling a result, IPC, waiting", "@between", None),
+    ("after its last part: commit tail, killed speculative part", "@tail", "@tail"),
+)
+STAGE_SPANS = ("generate", "extract", "compile", "execute", "gradcheck", "rows")
+
+
+def _value(name: str, found: dict) -> float:
+    first, *minus = name.split("-")
+    return found.get(first, 0.0) - sum(found.get(m, 0.0) for m in minus)
+
+
+def lanes(m: Measured) -> tuple[dict[str, float], dict[str, float], dict]:
+    """The pipeline's worker-seconds by part, wall and CPU: every worker's time from
+    produce() to the run's end, cut at its parts (PartTiming: monotonic stamps and spans)."""
+    timings = [t for r in m.results for t in r.timings]
+    by_pid: dict[int, list] = {}
+    for t in timings:
+        by_pid.setdefault(t.pid, []).append(t)
+    wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+
+    def add(into: dict, name: str, seconds: float) -> None:
+        into[name] = into.get(name, 0.0) + seconds
+
+    for parts in by_pid.values():
+        parts.sort(key=lambda t: t.started)
+        init = next((t.worker_init for t in parts if t.worker_init), None)
+        if init is not None:
+            add(wall, "@spawn", init[0] - m.started)
+            add(wall, "@warp_init", init[1])
+            add(cpu, "@warp_init", init[2])  # the process's CPU from its start to the end of its initialiser
+            add(wall, "@idle_first", parts[0].started - init[0] - init[1])
+        else:  # a recycled or Ray worker: its start-up is not known apart
+            add(wall, "@spawn", parts[0].started - m.started)
+        for prev, nxt in zip(parts, parts[1:], strict=False):
+            add(wall, "@between", nxt.started - prev.ended)
+        add(wall, "@tail", m.ended - parts[-1].ended)
+        for t in parts:
+            for name, sec in t.spans.items():
+                add(wall, name, sec)
+            for name, sec in t.cpu_spans.items():
+                add(cpu, name, sec)
+            add(wall, "@part_rest", (t.ended - t.started) - sum(t.spans.get(n, 0.0) for n in STAGE_SPANS))
+            add(cpu, "@part_rest", t.cpu_seconds - sum(t.cpu_spans.get(n, 0.0) for n in STAGE_SPANS))
+            add(wall, "@part_wall", t.ended - t.started)
+            add(cpu, "@part_wall", t.cpu_seconds)
+            add(wall, "@slots", t.slots)
+            add(wall, "@parts", 1)
+            add(wall, "@cpu_builds", t.counts.get("cpu_build", 0) + t.counts.get("first_cpu_build", 0))
+    return wall, cpu, {"processes": len(by_pid), "timings": timings}
+
+
+def _fixed_cost(timings: list, span: str, per: str) -> float | None:
+    """CPU seconds a call of ``span`` costs whatever its size: the intercept of its CPU
+    seconds against the count of ``per`` spans, over the parts (None: too few parts)."""
+    import numpy as np
+
+    pts = [
+        (t.counts.get(per, 0), t.cpu_spans[span])
+        for t in timings
+        if span in t.cpu_spans and "first_cpu_build" not in t.spans and t.counts.get(span) == 1
+    ]
+    if len(pts) < 4 or len({x for x, _ in pts}) < 2:
+        return None
+    x, y = np.array(pts, dtype=float).T
+    _, intercept = np.polyfit(x, y, 1)
+    return float(intercept)
+
+
+def _fmt(value: float | None, width: int = 9) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.1f}"
+
+
+def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned: list, kernels_tried: int) -> None:
+    """Seconds per part summed over workers, the pipeline's beside the floor's: wall
+    seconds (adding up to workers x wall time on each side) and CPU seconds (what a loaded
+    machine leaves comparable)."""
+    pipe, pipe_cpu, info = lanes(m)
+    floor: dict[str, float] = {}
+    floor_cpu: dict[str, float] = {}
+    for r in floor_returned:
+        for name, sec in r["spans"].items():
+            floor[name] = floor.get(name, 0.0) + sec
+        for name, sec in r["cpu_spans"].items():
+            floor_cpu[name] = floor_cpu.get(name, 0.0) + sec
+        floor["@part_rest"] = (
+            floor.get("@part_rest", 0.0) + r["wall"] - sum(r["spans"].get(n, 0.0) for n in STAGE_SPANS)
+        )
+        floor_cpu["@part_rest"] = (
+            floor_cpu.get("@part_rest", 0.0) + r["cpu"] - sum(r["cpu_spans"].get(n, 0.0) for n in STAGE_SPANS)
+        )
+        floor["@tail"] = floor.get("@tail", 0.0) + floor_wall - r["wall"]
+    pipe_total, floor_total = workers * m.seconds, workers * floor_wall
+    print(
+        f"breakdown: seconds by part, summed over {workers} workers; wall: pipeline {workers} x {m.seconds:.1f} s"
+        f" = {pipe_total:.1f}, floor {workers} x {floor_wall:.1f} s = {floor_total:.1f}"
+    )
+    print(f"  {'part':<58}{'wall:pipe':>10}{'floor':>9}{'CPU:pipe':>10}{'floor':>9}{'pipe-floor':>11}")
+    sums = [0.0, 0.0, 0.0, 0.0]
+    for label, pname, fname in PARTS:
+        values = [
+            _value(pname, pipe) if pname else 0.0,
+            _value(fname, floor) if fname else 0.0,
+            _value(pname, pipe_cpu) if pname and (pname in pipe_cpu or not pname.startswith("@")) else None,
+            _value(fname, floor_cpu) if fname and (fname in floor_cpu or not fname.startswith("@")) else None,
+        ]
+        sums = [a + (b or 0.0) for a, b in zip(sums, values, strict=True)]
+        diff = None if values[2] is None else values[2] - (values[3] or 0.0)
+        print(
+            f"  {label:<58}{_fmt(values[0], 10)}{_fmt(values[1] if fname else None)}"
+            f"{_fmt(values[2], 10)}{_fmt(values[3])}{_fmt(diff, 11)}"
+        )
+    print(f"  {'sum of the parts':<58}{sums[0]:>10.1f}{sums[1]:>9.1f}{sums[2]:>10.1f}{sums[3]:>9.1f}")
+    print(
+        f"  {'unaccounted (workers x wall - sum)':<58}{pipe_total - sums[0]:>10.1f}{floor_total - sums[1]:>9.1f}"
+        f"   ({info['processes']} worker processes reported)"
+    )
+    part_cpu, part_wall = pipe_cpu.get("@part_wall", 0.0), pipe.get("@part_wall", 0.0)
+    f_cpu, f_wall = sum(r["cpu"] for r in floor_returned), sum(r["wall"] for r in floor_returned)
+    print(
+        f"  CPU / wall in parts: pipeline {part_cpu:.1f} / {part_wall:.1f} = {part_cpu / max(part_wall, 1e-9):.0%},"
+        f" floor {f_cpu:.1f} / {f_wall:.1f} = {f_cpu / max(f_wall, 1e-9):.0%} (below 100%: other processes had"
+        f" the cores); the driver's own CPU {m.driver_cpu:.1f} s, on the same cores"
+    )
+    print(
+        f"  CPU seconds of the run, start-up and driver included: pipeline"
+        f" {part_cpu + pipe_cpu.get('@warp_init', 0.0) + m.driver_cpu:.1f}, floor {f_cpu:.1f};"
+        f" ratio {(part_cpu + pipe_cpu.get('@warp_init', 0.0) + m.driver_cpu) / max(f_cpu, 1e-9):.2f}"
+        f" (what a loaded machine leaves comparable; idle time aside)"
+    )
+    slots = pipe.get("@slots", 0)
+    print(
+        f"  parts run: pipeline {int(pipe.get('@parts', 0))} ({slots / max(pipe.get('@parts', 1), 1):.0f} slots each), "
+        f"floor {sum(r['parts'] for r in floor_returned)}; CPU builds: pipeline {int(pipe.get('@cpu_builds', 0))}, "
+        f"floor {sum(r['counts'].get('cpu_build', 0) + r['counts'].get('first_cpu_build', 0) for r in floor_returned)}"
+    )
+    build_fixed = _fixed_cost(info["timings"], "execute.build", "execute.run")
+    nvrtc_fixed = _fixed_cost(info["timings"], "compile", "extract")
+    if build_fixed is not None:
+        print(f"  fixed CPU cost per part (intercept over parts): execute build {build_fixed:.2f} s", end="")
+        print(f", NVRTC {nvrtc_fixed:.2f} s" if nvrtc_fixed is not None else "")
+    if slots:
+        wasted = slots - kernels_tried
+        print(
+            f"  slots run {slots:.0f}, consumed {kernels_tried}: {wasted:.0f} ({wasted / slots:.1%}) discarded"
+            f" (category full), ~{pipe_cpu.get('@part_wall', 0) * wasted / slots:.1f} CPU-s"
+        )
+    t0 = time.perf_counter()
+    for r in m.results:
+        pickle.loads(pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
+    print(
+        f"  pickling the results (dumps + loads, timed after the run): {time.perf_counter() - t0:.2f} s "
+        f"({sum(len(pickle.dumps(r)) for r in m.results) / 2**20:.1f} MB)"
+    )
+    first = min((t.ended for t in info["timings"]), default=m.started)
+    print(f"  first part returned {first - m.started:.1f} s after produce() was called")
+
+
+# --------------------------------------------------------------------------- first results
+
+
+def first_results(count: int, workers: int, out: Path, timeout: float = 600.0) -> dict[str, float]:
+    """Seconds from starting ``cudagen produce --count N --workers W`` (a fresh process, an
+    empty folder, as a user types it) to its progress bar's first appearance, to its
+    first move (a part consumed), and to its first committed batch (rows on disk,
+    ``.cudagen/state.json``'s next_batch); then stops the run with Ctrl-C."""
+    import re
+    import signal
+    import subprocess
+    import threading
+
+    cmd = [sys.executable, "-m", "cudagen_data.cli", "produce", "--count", str(count)]
+    cmd += ["--workers", str(workers), "--output", str(out)]
+    found: dict[str, float] = {}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=os.environ.copy())
+
+    def read_bar() -> None:
+        text = b""
+        while True:
+            chunk = proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(1)
+            if not chunk:
+                return
+            text = (text + chunk)[-4096:]
+            moves = [int(n) for n in re.findall(rb"\| *(\d+)/\d+ \[", text)]
+            if moves and "bar shown" not in found:
+                found["bar shown"] = time.perf_counter() - t0
+            if any(n > 0 for n in moves) and "bar moved" not in found:
+                found["bar moved"] = time.perf_counter() - t0
+
+    reader = threading.Thread(target=read_bar, daemon=True)
+    reader.start()
+    state = out / ".cudagen" / "state.json"
+    while time.perf_counter() - t0 < timeout and proc.poll() is None:
+        try:
+            if orjson.loads(state.read_bytes()).get("next_batch", 0) > 0:
+                found["first batch committed"] = time.perf_counter() - t0
+                break
+        except (OSError, orjson.JSONDecodeError):
+            pass
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    reader.join(timeout=5)
+    return found
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -149,6 +460,12 @@ def main() -> None:
     ap.add_argument("--categories", default="all")
     ap.add_argument("--rss-pairs", type=int, default=0, help="also run this many more full pairs and report worker RSS")
     ap.add_argument("--skip-floor", action="store_true")
+    ap.add_argument("--skip-validate", action="store_true", help="do not time `cudagen validate` of the full run")
+    ap.add_argument(
+        "--first-results",
+        action="store_true",
+        help="time a fresh `cudagen produce --count COUNT` to its progress bar's first move and first committed batch",
+    )
     args = ap.parse_args()
 
     from cudagen_data.extract.levels import compiler_record
@@ -162,8 +479,16 @@ def main() -> None:
             f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, workers {args.workers}, categories {len(cats)}, "
             f"batch {args.batch_size}, NVRTC {nvrtc}"
         )
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if args.first_results:
+            found = first_results(max(args.count, 1), args.workers, tmp / "first")
+            print(
+                f"first results of a fresh `cudagen produce --count {max(args.count, 1)} --workers {args.workers}`: "
+                + ", ".join(f"{k} after {v:.1f} s" for k, v in found.items())
+            )
         if args.fast_count > 0:
-            fast_s, fast_stats, _ = run(args.fast_count, cats, args.workers, True, args.batch_size, tmp / "fast")
+            fast = run(args.fast_count, cats, args.workers, True, args.batch_size, tmp / "fast")
+            fast_s, fast_stats = fast.seconds, fast.stats
             fast_n = fast_stats["total_pairs"]
             print(
                 f"--fast: {fast_n} pairs in {fast_s:.1f} s = {fast_n / fast_s:.0f} pairs/s; tried "
@@ -183,7 +508,8 @@ def main() -> None:
                 )
         if args.count <= 0:
             return
-        full_s, stats, rss = run(args.count, cats, args.workers, False, args.batch_size, tmp / "full")
+        full = run(args.count, cats, args.workers, False, args.batch_size, tmp / "full")
+        full_s, stats, rss = full.seconds, full.stats, full.rss_mb
         n = stats["total_pairs"]
         full_rate = n / full_s
         print(
@@ -197,16 +523,21 @@ def main() -> None:
         print(f"        stage seconds (summed over workers): {stats['stage_seconds']}")
         print(f"        peak worker RSS {rss:.0f} MB")
         if not args.skip_floor:
-            items = tried_items(tmp / "full")
-            floor_s = pooled_seconds(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
+            items = floor_items(tmp / "full")
+            floor_s, floor_returned = pooled(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
             print(
-                "floor:  codegen + batched front-end NVRTC + batched CPU build and run + gradient check of the same "
-                f"{len(items)} kernels, {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
+                f"floor:  codegen + batched front-end NVRTC of the same {len(items)} kernels, batched CPU build and"
+                f" run + gradient check of the {sum(spec is not None for _, spec in items)} that passed NVRTC,"
+                f" {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
             )
             print(
-                f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <= "
-                "+25%)"
+                f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <="
+                " +15% at 1,000 pairs, +10% at 10,000)"
             )
+            print_breakdown(full, args.workers, floor_s, floor_returned, stats["kernels_tried"])
+        if args.skip_validate:
+            print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            return
         from cudagen_data.dataset.verify import validate_path
 
         t0 = time.perf_counter()
@@ -218,9 +549,8 @@ def main() -> None:
             f"{(report.rows / val_s) / full_rate:.2f} (target >= 1)"
         )
         if args.ptx_count > 0:
-            ptx_s, ptx_stats, _ = run(
-                args.ptx_count, cats, args.workers, False, args.batch_size, tmp / "ptx", level="ptx"
-            )
+            ptx = run(args.ptx_count, cats, args.workers, False, args.batch_size, tmp / "ptx", level="ptx")
+            ptx_s, ptx_stats = ptx.seconds, ptx.stats
             ptx_rate = ptx_stats["total_pairs"] / ptx_s
             print(
                 f"full (--compile ptx): {ptx_stats['total_pairs']} pairs in {ptx_s:.1f} s = {ptx_rate:.1f} pairs/s; "
@@ -239,7 +569,8 @@ def main() -> None:
                 "out (target >= 3x)"
             )
         if args.rss_pairs:
-            rss_s, rss_stats, rss_peak = run(args.rss_pairs, cats, args.workers, False, args.batch_size, tmp / "rss")
+            rss_run = run(args.rss_pairs, cats, args.workers, False, args.batch_size, tmp / "rss")
+            rss_s, rss_stats, rss_peak = rss_run.seconds, rss_run.stats, rss_run.rss_mb
             print(
                 f"rss:    {rss_stats['total_pairs']} pairs in {rss_s:.0f} s; peak worker RSS {rss_peak:.0f} MB "
                 "(target <= 600 MB)"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from . import inputs_matter, warp_boundary
+from . import inputs_matter, spans, warp_boundary
 from .bisect import bisect_failures
 from .contracts.reject import RejectReason, error_line
 from .contracts.test_vectors import TestVectors, VectorSet
@@ -181,7 +181,10 @@ def execute_specs(
             kernels,
             errors,
         ):
-            build_error = warp_boundary.build_module(module, device) if any(k is not None for k in kernels) else None
+            with spans.span("execute.build"):
+                build_error = (
+                    warp_boundary.build_module(module, device) if any(k is not None for k in kernels) else None
+                )
             if build_error is not None and len(idx) > 1:
                 return None  # one kernel broke the shared build: bisect
             results = []
@@ -192,17 +195,25 @@ def execute_specs(
                     results.append(ExecutionResult(False, RejectReason.BUILD_ERROR, build_error))
                 else:
                     inputs, grads = given[i] if given is not None and given[i] is not None else (None, None)
-                    check = reference_checks.get(spec.category)
-                    result = run_kernel(spec, kernel, device, check, inputs, grads)
-                    if result.ok and probe_inputs:
-                        probe_inputs_of(spec, kernel, device, result)
-                    if result.ok:
-                        for sized in more[i] if more is not None else ():
-                            sized_inputs, sized_grads = sized.given or (draw_inputs(sized.spec, sized.label), None)
-                            run = run_kernel(
-                                sized.spec, kernel, device, check, sized_inputs, sized_grads, sized.label, sized.guard
-                            )
-                            result.more_sizes.append((sized.label, sized.spec, run))
+                    with spans.span("execute.run"):
+                        check = reference_checks.get(spec.category)
+                        result = run_kernel(spec, kernel, device, check, inputs, grads)
+                        if result.ok and probe_inputs:
+                            probe_inputs_of(spec, kernel, device, result)
+                        if result.ok:
+                            for sized in more[i] if more is not None else ():
+                                sized_inputs, sized_grads = sized.given or (draw_inputs(sized.spec, sized.label), None)
+                                run = run_kernel(
+                                    sized.spec,
+                                    kernel,
+                                    device,
+                                    check,
+                                    sized_inputs,
+                                    sized_grads,
+                                    sized.label,
+                                    sized.guard,
+                                )
+                                result.more_sizes.append((sized.label, sized.spec, run))
                     results.append(result)
                     if on_run is not None and result.ok:
                         on_run(i, kernel, result)

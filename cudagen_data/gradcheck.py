@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from . import warp_boundary
+from . import spans, warp_boundary
 from .contracts.test_vectors import TestVectors
 from .execution import CPU_OPT_LEVEL, ExecutionResult, call_name, forward_only_reason, launch, to_warp
 from .gpu.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
@@ -297,10 +297,12 @@ def check_gradients(
                 elif (q := fall_back(p, error)) is not None:
                     pending.append(q)
             while live:
-                error = _build(batch.module, device)
+                with spans.span("gradcheck.build"):
+                    error = _build(batch.module, device)
                 if error is None:
-                    for p, kernel in live:
-                        results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos])
+                    with spans.span("gradcheck.probe"):
+                        for p, kernel in live:
+                            results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos])
                     return
                 culprit = _blamed(live, error)
                 if culprit is None:

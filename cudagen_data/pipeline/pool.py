@@ -19,10 +19,12 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from .. import spans
 from ..bisect import bisect_failures
 
 # How an executor reports that a worker died running a task: the task's future fails with
@@ -48,6 +50,7 @@ class InlineExecutor:
 
 
 def _worker_init(parent_pid: int) -> None:
+    started = time.monotonic()
     from .orphans import die_with_parent, use_private_tmp
 
     die_with_parent(parent_pid)  # a parent killed with -9 must not leave workers behind
@@ -58,6 +61,7 @@ def _worker_init(parent_pid: int) -> None:
     from .. import warp_boundary
 
     warp_boundary.warp()
+    spans.note_worker_init(started)
 
 
 class ProcessExecutor:

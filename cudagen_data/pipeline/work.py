@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from .. import canonical
+from .. import canonical, spans
 from ..contracts.reject import Reject
 from ..contracts.row import CompileInfo, GradientCheckInfo, Metadata, ResourceInfo, Row
 from ..contracts.stats import WORKER_STAGES
@@ -41,12 +42,30 @@ class SlotOutcome:
 
 
 @dataclass
+class PartTiming:
+    """When and where one part ran and where its time went (spans.py): for
+    benchmarks/bench_produce.py's breakdown, never written to a dataset."""
+
+    pid: int
+    started: float  # time.monotonic() (system-wide: comparable between processes)
+    ended: float
+    cpu_seconds: float  # this process's CPU time during the part (time.process_time)
+    slots: int  # slots run (skipped categories aside)
+    spans: dict[str, float]  # wall seconds by span name
+    cpu_spans: dict[str, float]  # CPU seconds by span name
+    counts: dict[str, int]  # spans by name
+    # the first part a process runs: its initialiser's (start, wall seconds, process CPU seconds at its end)
+    worker_init: tuple[float, float, float] | None = None
+
+
+@dataclass
 class BatchResult:
     batch: int
     outcomes: list[SlotOutcome]
     preambles: dict[str, str] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     worker_rss_mb: float = 0.0  # resident memory of the process that ran the batch, at its end
+    timings: list[PartTiming] = field(default_factory=list)  # one per part run in a worker
 
 
 def worker_stages(config: ProduceConfig) -> list[Stage]:
@@ -63,6 +82,8 @@ def run_batch(
 ) -> BatchResult:
     """Run every slot of ``batch`` (or of ``slots``, a part of it) whose category is not in
     ``skip_categories`` through the worker stages."""
+    started, cpu_started = time.monotonic(), time.process_time()
+    spans.take()  # what ran before this part (a worker's initialiser aside) is not its time
     warp_version = versions()["warp"]
     batch_slots = config.batch_slots(batch)
     if slots is None:
@@ -94,29 +115,44 @@ def run_batch(
     for stage in stages:
         result.stage_seconds[stage.name] = stage.seconds
     status = "skipped" if config.fast else "ok"
-    for item in items:
-        kernel = item.kernel
-        preamble_hash = canonical.text_hash(kernel.preamble)
-        result.preambles.setdefault(preamble_hash, kernel.preamble)
-        generation_ms = round(item.front_ms + item.compile_ms + share, 3)
-        check = item.gradient_check or unchecked(item.spec.python_source)
-        outcomes[item.slot].row = build_row(
-            config,
-            batch,
-            item.spec,
-            kernel,
-            preamble_hash,
-            item.vectors,
-            status,
-            generation_ms,
-            round(item.compile_ms, 3),
-            warp_version,
-            check,
-            item.resources,
-            size_note=item.size_note,
-            unused_args=item.unused_args,
-        )
+    with spans.span("rows"):
+        for item in items:
+            kernel = item.kernel
+            preamble_hash = canonical.text_hash(kernel.preamble)
+            result.preambles.setdefault(preamble_hash, kernel.preamble)
+            generation_ms = round(item.front_ms + item.compile_ms + share, 3)
+            check = item.gradient_check or unchecked(item.spec.python_source)
+            outcomes[item.slot].row = build_row(
+                config,
+                batch,
+                item.spec,
+                kernel,
+                preamble_hash,
+                item.vectors,
+                status,
+                generation_ms,
+                round(item.compile_ms, 3),
+                warp_version,
+                check,
+                item.resources,
+                size_note=item.size_note,
+                unused_args=item.unused_args,
+            )
     result.worker_rss_mb = _rss_mb()
+    seconds, cpu_seconds, counts = spans.take()
+    result.timings.append(
+        PartTiming(
+            os.getpid(),
+            started,
+            time.monotonic(),
+            time.process_time() - cpu_started,
+            len(outcomes),
+            seconds,
+            cpu_seconds,
+            counts,
+            spans.take_worker_init(),
+        )
+    )
     return result
 
 
@@ -145,6 +181,7 @@ def merge_results(batch: int, parts: Iterable[BatchResult]) -> BatchResult:
         for stage, seconds in part.stage_seconds.items():
             merged.stage_seconds[stage] = merged.stage_seconds.get(stage, 0.0) + seconds
         merged.worker_rss_mb = max(merged.worker_rss_mb, part.worker_rss_mb)
+        merged.timings += part.timings
     merged.outcomes.sort(key=lambda o: o.slot)
     return merged
 
@@ -175,7 +212,8 @@ def build_row(
     unused_args: list[str] = (),
 ) -> Row:
     """A dataset row (the contract: contracts/row.py)."""
-    python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
+    with spans.span("rows.hash"):
+        python_hash, shape_hash = canonical.canonical_hashes(spec.python_source)
     return Row(
         id=python_hash,
         kernel_name=spec.kernel_name,

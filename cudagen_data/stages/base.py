@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import warp_boundary
+from .. import spans, warp_boundary
 from ..contracts.reject import Reject, RejectReason
 from ..contracts.row import ResourceInfo
 from ..contracts.test_vectors import TestVectors
@@ -58,9 +58,11 @@ class Stage:
     def __call__(self, items: list[Item]) -> tuple[list[Item], list[Reject]]:
         if not items:
             return [], []
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         kept, rejects = self.process(items)
-        self.seconds += time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        self.seconds += elapsed
+        spans.add(self.name, elapsed, time.process_time() - cpu0)
         stray = [r.reason for r in rejects if r.reason.stage != self.name]
         if stray:
             raise AssertionError(f"stage {self.name} emitted reasons it does not own: {stray}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from .. import spans
 from ..contracts.reject import Reject, RejectReason
 from ..execution import SizedRun, execute_specs, size_note, test_vectors
 from ..gradcheck import Point, check_own_build
@@ -38,10 +39,12 @@ class ExecuteStage(Stage):
 
         def on_run(i: int, kernel, run) -> None:
             item = items[i]
-            vectors[i] = test_vectors(item.spec, run)
+            with spans.span("execute.vectors"):
+                vectors[i] = test_vectors(item.spec, run)
             if self.check_own_builds:
-                # the point the gradcheck stage would check at: every recorded size
-                item.own_build_check = check_own_build(item.spec, kernel, Point.of_vectors(item.spec, vectors[i]))
+                with spans.span("execute.own_build_check"):
+                    # the point the gradcheck stage would check at: every recorded size
+                    item.own_build_check = check_own_build(item.spec, kernel, Point.of_vectors(item.spec, vectors[i]))
 
         more = [
             [SizedRun(label, spec, guard=guard) for label, spec, guard in other_sizes(item.spec)]

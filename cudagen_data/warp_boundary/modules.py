@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from .. import spans
 from .runtime import captured_stderr, clear_private_cache, loaded_source, release_module, unregister_kernel, warp
 
 _batch_counter = 0
@@ -128,13 +129,19 @@ def _without_cuda_pch(module, block_dim: int | None = None, enabled: bool = Fals
         wp.config.use_precompiled_headers = saved
 
 
+_cpu_builds = 0  # CPU builds this process made: the first also builds clang's precompiled header
+
+
 def build_module(module, device: str) -> str | None:
     """Build ``module`` for ``device``; the first line of the error, or None."""
+    global _cpu_builds
     is_cpu = warp().get_device(device).is_cpu
     with captured_stderr() as log:
         try:
             if is_cpu:
-                module.load(device, block_dim=1)
+                _cpu_builds += 1
+                with spans.span("first_cpu_build" if _cpu_builds == 1 else "cpu_build"):
+                    module.load(device, block_dim=1)
             else:
                 with _without_cuda_pch(module):
                     module.load(device)
