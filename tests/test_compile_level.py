@@ -185,4 +185,20 @@ def test_first_batch_is_cut_fine_then_normal():
     scheduler._submit = lambda unit: None
     scheduler.fill()
     sizes = [(u.batch, len(u.slots)) for u in scheduler.units]
-    assert sizes == [(3, 10)] * 10 + [(4, 100)]
+    # batch 4: the ~20 batches of work left fit one per worker (500), so it is cut as a
+    # run's last batches are (scheduler.tail_parts): in MAX_PARTS parts
+    assert sizes == [(3, 10)] * 10 + [(4, 25)] * 4
+
+
+def test_batches_are_cut_whole_while_work_remains_then_finer_at_the_end():
+    from cudagen_data.pipeline.scheduler import MAX_PARTS, plan_parts, tail_parts
+
+    config = ProduceConfig(count=1000, categories=CATS, batch_size=100)
+    assert plan_parts(config, 2) == 1  # ten batches for two workers: whole batches
+    assert plan_parts(config, 1) == 1
+    assert plan_parts(ProduceConfig(count=2000, categories=CATS, batch_size=100), 16) == 2
+    # the last batches: finer as fewer are left, never finer than MAX_PARTS, never for one worker
+    assert [tail_parts(1, 2, left, 100) for left in (10, 3, 2, 1, 0)] == [1, 1, 2, 4, 4]
+    assert tail_parts(1, 1, 1, 100) == 1
+    assert tail_parts(1, 16, 1, 100) == MAX_PARTS
+    assert tail_parts(1, 2, 1, 3) == 3  # a part holds one slot at least

@@ -10,6 +10,7 @@ dead task is lost (after Ray's own retries): that unit alone is isolated, on the
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -35,13 +36,28 @@ class Unit:
     future: Future | None = None
 
 
+MAX_PARTS = 4  # a batch is never cut finer: every part pays a fixed cost (below)
+
+
 def plan_parts(config: ProduceConfig, workers: int) -> int:
-    """Parts to cut each batch into: enough units for every worker to stay busy to the end
-    of a short run.  It changes how work is scheduled, never the rows (work.py)."""
+    """Parts to cut each batch into while much work remains: as few as keep every worker
+    busy (a window of two units per worker), because every part pays a fixed cost (an
+    NVRTC call per preamble, ~0.35 s of CPU each, and two CPU module builds, ~0.2 s each),
+    which a batch cut into two parts pays twice.  The last batches of a run are cut
+    finer (``tail_parts``).  It changes how work is scheduled, never the rows (work.py)."""
     if workers <= 1:
         return 1
     batches = -(-config.count // config.batch_size)
-    return max(1, min(4, -(-6 * workers // batches), config.batch_size))
+    return max(1, min(MAX_PARTS, -(-2 * workers // batches), config.batch_size))
+
+
+def tail_parts(parts: int, workers: int, batches_left: int, batch_size: int) -> int:
+    """Parts to cut a batch into when ``batches_left`` batches of work remain (this one
+    included): once they fit one per worker, finer, so that the workers share the last
+    batches instead of one worker finishing a whole batch while the others wait."""
+    if workers <= 1 or batches_left > workers:
+        return parts
+    return max(parts, min(MAX_PARTS, -(-2 * workers // max(1, batches_left)), batch_size))
 
 
 FIRST_PART_SLOTS = 10  # the first parts of a run are this small: the progress bar moves within seconds
@@ -99,6 +115,14 @@ class Scheduler:
         # as if every slot in flight will be accepted (nearly all are); a wrong guess is repaired
         return self.accepted(category) + self.inflight[category] >= self.config.quota(category)
 
+    def _batches_left(self) -> int:
+        """Batches still needed, as if every slot in flight will be accepted: the most any
+        category still needs, over its slots per batch."""
+        config = self.config
+        per_batch = config.batch_size / len(config.categories)
+        need = max(config.quota(c) - self.accepted(c) - self.inflight[c] for c in config.categories)
+        return math.ceil(need / per_batch) if need > 0 else 0
+
     def _submit(self, unit: Unit) -> None:
         unit.future = self.executor.submit(run_batch, self.config, unit.batch, unit.skip, unit.slots)
 
@@ -113,7 +137,8 @@ class Scheduler:
                 if self.next_batch == self.first_batch:
                     ranges = first_batch_ranges(config, self.next_batch, self.parts, self.executor.workers)
                 else:
-                    ranges = part_ranges(config, self.next_batch, self.parts)
+                    parts = tail_parts(self.parts, self.executor.workers, self._batches_left(), config.batch_size)
+                    ranges = part_ranges(config, self.next_batch, parts)
                 self.queued.extend((self.next_batch, r) for r in ranges)
                 self.next_batch += 1
             skip = frozenset(c for c in config.categories if self._predicted_full(c))
@@ -194,6 +219,13 @@ def run_slots_apart(config: ProduceConfig, batch: int, skip: frozenset, slots: l
     for i, outcome in enumerate(whole.outcomes):
         preambles = {outcome.row.preamble_hash: whole.preambles[outcome.row.preamble_hash]} if outcome.row else {}
         parts.append(
-            BatchResult(batch, [outcome], preambles, whole.stage_seconds if i == 0 else {}, whole.worker_rss_mb)
+            BatchResult(
+                batch,
+                [outcome],
+                preambles,
+                whole.stage_seconds if i == 0 else {},
+                whole.worker_rss_mb,
+                whole.timings if i == 0 else [],
+            )
         )
     return parts
