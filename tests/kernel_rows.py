@@ -196,6 +196,18 @@ def correct_totals(u: wp.array(dtype=float), gain: float, counter: wp.array(dtyp
     wp.atomic_or(counter, 0, 1 << (gid % 16))
 """, (_arr("u", "float32", (40,)), ArgSpec("gain", "scalar", "float32"),
       _arr("counter", "int32", (1,), "out")), (40,), None),
+    # an inclusive prefix sum, one thread per output: "all but the last element" drops the
+    # total, the one output a reduction-minded check would look at
+    "prefix_scan": ("""import warp as wp
+
+@wp.kernel
+def prefix_scan(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    s = float(0.0)
+    for k in range(i + 1):
+        s = s + x[k]
+    y[i] = s
+""", (_arr("x", "float32", (40,)), _arr("y", "float32", (40,), "out")), (40,), None),
     # a tile of 64 elements on 128 lanes: lanes 64..127 hold no tile element
     "tile_idle_lanes": ("""import warp as wp
 
