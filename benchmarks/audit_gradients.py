@@ -2,7 +2,7 @@
 
 For every row that ships a backward, the *recorded* input gradients (Warp's float32 tape:
 what ``cuda_backward`` computes) are compared with central finite differences of the
-row's forward in float64 (the float64 twin of gpu/twin.py; the float32 kernel where Warp
+row's forward in float64 (the float64 twin of numerics/twin.py; the float32 kernel where Warp
 has no twin), at the recorded inputs with the recorded output seeds.  It shares nothing
 with the producer's check (cudagen_data/gradcheck.py) but Warp launches: its own
 probes (random elements, seeded apart from the producer's), its own steps (Richardson
@@ -46,10 +46,10 @@ def _rows(folder: Path) -> list[dict]:
 def audit(rows: list[dict], seed: int = 2026) -> dict:
     from cudagen_data import warp_boundary
     from cudagen_data.contracts.test_vectors import decode_value
-    from cudagen_data.dataset.verify import row_to_spec
     from cudagen_data.execution import CPU_OPT_LEVEL, launch, to_warp
-    from cudagen_data.gpu.twin import TwinUnavailable, twin_spec, widen_all
+    from cudagen_data.numerics.twin import TwinUnavailable, twin_spec, widen_all
     from cudagen_data.spec import is_float_dtype
+    from cudagen_data.validate import row_to_spec
 
     per = collections.defaultdict(collections.Counter)
     worst: list[tuple[float, str, str]] = []

@@ -188,8 +188,8 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
     spec of every row, and of every reject that passed the compile check (rejected while
     running or by the gradient check: regenerated from its slot, the pipeline ran it too)."""
     from cudagen_data.contracts.reject import RejectReason
-    from cudagen_data.dataset.verify import row_to_spec
     from cudagen_data.generators import generate
+    from cudagen_data.validate import row_to_spec
 
     items = []
     for p in sorted((out / "jsonl").glob("*.jsonl")):
@@ -538,7 +538,7 @@ def main() -> None:
         if args.skip_validate:
             print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
-        from cudagen_data.dataset.verify import validate_path
+        from cudagen_data.validate import validate_path
 
         t0 = time.perf_counter()
         report = validate_path(tmp / "full", workers=args.workers)

@@ -662,7 +662,7 @@ def validate(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Re-check every row: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
-    from .dataset.verify import format_report, validate_path
+    from .validate import format_report, validate_path
 
     _refuse_if_writing(path)
     report = validate_path(path, arch=arch, progress=progress, workers=workers)
@@ -678,10 +678,10 @@ def stats(
 ) -> None:
     """Print a dataset's statistics."""
     from .contracts.reject import REAL_REJECTS_FILE
-    from .dataset.finalize import load_stats
     from .dataset.store import DatasetFolder
     from .mine.folder import CONFIG
     from .mine.run import format_summary as format_real_summary
+    from .pipeline.finalize import load_stats
 
     _refuse_if_writing(path)
     all_stats = load_stats(DatasetFolder(path))

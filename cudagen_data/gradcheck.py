@@ -7,7 +7,7 @@ central finite differences of the forward, on *probes*: single elements of every
 array input (in and in/out; components of vectors count as elements) and one random
 direction through all of them at once.
 
-Precision.  The check runs on the kernel's float64 twin (``gpu/twin.py``) where Warp
+Precision.  The check runs on the kernel's float64 twin (``numerics/twin.py``) where Warp
 accepts it: the twin is the row's own source with its float types widened, so Warp
 generates the *same adjoint code* for it (same statements, same replay rules, same
 builtin adjoints) and a wrong adjoint is wrong in both.  tests/test_gradcheck.py checks
@@ -42,7 +42,7 @@ import xxhash
 from . import spans, warp_boundary
 from .contracts.test_vectors import TestVectors
 from .execution import CPU_OPT_LEVEL, ExecutionResult, call_name, forward_only_reason, launch, to_warp
-from .gpu.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
+from .numerics.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from .spec import ArgSpec, KernelSpec, is_float_dtype
 
 # mismatch: never in a synthetic row (rejected: adjoint_mismatch); a real row keeps it

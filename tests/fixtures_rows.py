@@ -15,9 +15,9 @@ import orjson
 import xxhash
 
 from cudagen_data.contracts import SPLITS, Reject, RejectReason, RunStats
-from cudagen_data.dataset.finalize import finalize
 from cudagen_data.dataset.store import DatasetFolder, RunState
 from cudagen_data.pipeline.config import ProduceConfig
+from cudagen_data.pipeline.finalize import finalize
 from cudagen_data.publish.splits import assign_split
 
 
@@ -215,7 +215,7 @@ def write_folder(
     folder, rows: list[dict], ratios=(0.8, 0.1, 0.1), shard_rows: int = 40, command: str | None = None
 ) -> dict:
     """Write ``rows`` as a dataset folder with the producer's own writer (DatasetFolder.commit,
-    then dataset.finalize); return the manifest.  Splits come from
+    then pipeline.finalize); return the manifest.  Splits come from
     ``assign_split(shape_hash, ratios)``; each split is sharded by ``shard_rows``."""
     folder = DatasetFolder(folder)
     folder.root.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import ast
 
 from cudagen_data.astwalk import walk
 from cudagen_data.generators import categories, generate
-from cudagen_data.gpu.twin import twin_source
+from cudagen_data.numerics.twin import twin_source
 
 
 def test_walk_is_ast_walk_on_generated_kernels():

@@ -8,8 +8,8 @@ import pytest
 from gradcheck_kernels import BAD, GOOD, KINKS
 
 from cudagen_data.execution import execute_specs
-from cudagen_data.gpu.twin import twin_spec, widen_all
 from cudagen_data.gradcheck import FLOAT32, _float32_plan, check_gradients, forward_only_reason, suspect_constructs
+from cudagen_data.numerics.twin import twin_spec, widen_all
 
 CONSTRUCT = {
     "dynamic_loop": "dynamic for loop",

@@ -11,13 +11,13 @@ from fixtures_rows import write_folder
 from gradcheck_kernels import BAD
 
 from cudagen_data.canonical import text_hash
-from cudagen_data.dataset.verify import validate_path
 from cudagen_data.execution import execute_specs
 from cudagen_data.execution import test_vectors as vectors_of
 from cudagen_data.extract import extract_source
 from cudagen_data.gradcheck import GradientCheck
 from cudagen_data.pipeline.config import ProduceConfig, versions
 from cudagen_data.pipeline.work import build_row
+from cudagen_data.validate import validate_path
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +97,8 @@ def test_a_row_without_twin_is_checked_on_the_executed_kernel_with_the_same_resu
     (gradcheck.check_own_build); it must say exactly what check_gradients says after
     building that kernel again, and leave every row with a twin to check_gradients."""
     from cudagen_data.generators import categories, generate
-    from cudagen_data.gpu.twin import TwinUnavailable, twin_spec
     from cudagen_data.gradcheck import Point, check_gradients, check_own_build
+    from cudagen_data.numerics.twin import TwinUnavailable, twin_spec
 
     specs = [generate(c, 1, i) for i in range(6) for c in categories()]
     seen = {}

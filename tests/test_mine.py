@@ -357,8 +357,8 @@ def test_validate_reruns_real_rows_and_catches_a_wrong_output(tmp_path):
     import pyarrow.parquet as pq
 
     from cudagen_data.contracts.row import REAL_ROW_SCHEMA
-    from cudagen_data.dataset.verify import validate_path
     from cudagen_data.mine.folder import write_real
+    from cudagen_data.validate import validate_path
 
     warp_tests = discover.installed_warp_root() / "tests"
     files = ["test_copy.py", "test_grad.py"]  # test_grad: adjoints, verified and one custom (wrong by design)

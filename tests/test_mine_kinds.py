@@ -279,8 +279,8 @@ def test_parametric_dtypes():
 def test_new_kinds_rerun_from_their_vectors(mined):
     """What validate and the GPU suite do with these rows: found again, re-run on the
     recorded inputs; every recorded output comes out the same."""
-    from cudagen_data.dataset.verify import max_error_beyond
     from cudagen_data.mine.recheck import rerun_rows
+    from cudagen_data.validate import max_error_beyond
 
     picked = [r for r in mined.rows if r["provenance"]["executed"]]
     assert {r["provenance"]["qualname"] for r in picked} >= {

@@ -21,7 +21,6 @@ import pytest
 
 from cudagen_data.contracts.row import ResourceInfo
 from cudagen_data.contracts.stats import ResourceTally, RunStats, histogram_median
-from cudagen_data.dataset.verify import check_resources
 from cudagen_data.extract import extract_kernels, frontend
 from cudagen_data.extract.resources import (
     ResourceError,
@@ -32,6 +31,7 @@ from cudagen_data.extract.resources import (
 )
 from cudagen_data.pipeline.config import ProduceConfig, command_line
 from cudagen_data.publish.card import _resources_section
+from cudagen_data.validate import check_resources
 
 # 48 accumulators live at once through a loop: far more than 24 registers hold.
 PRESSURE = r"""

@@ -1,6 +1,6 @@
 """manifest.json: what a finished dataset folder holds, and the one parser of it.
 
-Written by :mod:`cudagen_data.dataset.finalize`; read by publishing, ``cudagen validate``,
+Written by :mod:`cudagen_data.pipeline.finalize`; read by publishing, ``cudagen validate``,
 ``cudagen gpu-validate`` and the producer (to report a finished run).  Every problem
 raises :class:`ManifestError` with one line naming the file.
 """

@@ -17,7 +17,7 @@ import orjson
 from .. import __version__
 from ..contracts import Manifest, ManifestError
 from ..dataset.store import DatasetError
-from ..dataset.verify import iter_rows_from
+from ..validate import iter_rows_from
 from .reference import DEFAULT_FRESH_SETS
 from .report import EvalReport, Result
 from .score import Candidate, RowProblem, Scorer

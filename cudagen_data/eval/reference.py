@@ -21,8 +21,8 @@ At each size (launch dims, block dim and argument shapes: the row's test vectors
   They carry no output gradients: they judge the forward (and expect outputs only).
 
 Expected values of the drawn sets come from running the original Python kernel on
-Warp's CPU backend; for every set the float32 kernel and its float64 twin (gpu/twin.py)
-run on the CPU, so the GPU suite's tolerance model (gpu/tolerance.py) measures each
+Warp's CPU backend; for every set the float32 kernel and its float64 twin (numerics/twin.py)
+run on the CPU, so the GPU suite's tolerance model (numerics/tolerance.py) measures each
 array's float32 error.  A drawn set on which the row's own kernel fails its own checks
 (a NaN, a launch error) is drawn again (``DRAW_TRIES``), then left out with a note.
 One CPU build per row serves every set and every candidate of that row.
@@ -38,12 +38,12 @@ import xxhash
 
 from .. import warp_boundary
 from ..contracts.test_vectors import TestVectors
-from ..dataset.verify import row_to_spec
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM
-from ..gpu.twin import NativeFloat64, TwinUnavailable, widen_all
 from ..gpu.worker import checked_twin
+from ..numerics.twin import NativeFloat64, TwinUnavailable, widen_all
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
+from ..validate import row_to_spec
 
 DEFAULT_FRESH_SETS = 4  # fresh random input sets per recorded size (``cudagen eval --fresh-sets``)
 MIN_RANDOM_DRAWS = 12  # fresh random sets per row over all its sizes, at least

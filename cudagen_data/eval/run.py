@@ -17,7 +17,7 @@ fills.  Each recorded set runs with all three fills; the drawn sets take the fil
 turn (one run each), so every fill meets many inputs at every size without tripling the
 launches.  The backward runs on the recorded and fresh sets (the adversarial ones
 target forward reductions).  Results are judged with the GPU suite's
-tolerance model (gpu/tolerance.py); an output that is constant where the reference
+tolerance model (numerics/tolerance.py); an output that is constant where the reference
 varies never passes.
 """
 
@@ -34,7 +34,7 @@ from .. import warp_boundary
 from ..contracts.reject import compiler_log_line, error_line
 from ..execution import launch, uses_while_loop
 from ..extract import DEFAULT_BLOCK_DIM
-from ..gpu.tolerance import check_array
+from ..numerics.tolerance import check_array
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
 from .reference import InputSet, Reference, grad_key
 

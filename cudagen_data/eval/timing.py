@@ -23,7 +23,7 @@ same inputs, in the same worker process:
   reference median / candidate median.  Forward, and backward where the candidate brings
   one (the adjoint launch alone, from the forward's results).
 - **Every timed launch is checked.** The candidate's first timed outputs are compared
-  with the reference's (the run stage's tolerance model, gpu/tolerance.py); each later
+  with the reference's (the run stage's tolerance model, numerics/tolerance.py); each later
   timed launch must give the same bits (compared on the GPU) or is copied back and
   compared with the reference the same way.  A candidate that does less on timed launches
   fails the run stage (:class:`TimingMismatch`); nothing distinguishes a timed launch
@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import warp_boundary
 from ..execution import launch, uses_while_loop
-from ..gpu.tolerance import check_array
+from ..numerics.tolerance import check_array
 from ..spec import KernelSpec, is_float_dtype
 from .reference import Reference, draw_fresh, draw_rng, grad_key
 from .run import CandidateBuildFailed, candidate_kernel, run_guarded

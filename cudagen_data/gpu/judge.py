@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contracts.test_vectors import TestVectors
+from ..numerics.tolerance import check_array
 from .report import RowVerdict
-from .tolerance import check_array
 from .worker import DeviceOutcome, ReferenceOutcome, grad_key
 
 # Loosest first: a row is labelled with the loosest tolerance any of its arrays needed.

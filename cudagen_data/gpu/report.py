@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
-from .tolerance import FALLBACK_ABS, FALLBACK_REL, FLOORS, ArrayCheck, K
+from ..numerics.tolerance import FALLBACK_ABS, FALLBACK_REL, FLOORS, ArrayCheck, K
 
 
 @dataclass

@@ -11,7 +11,7 @@ left with no output is not executed.
 
 Float sums accumulated with atomics differ between orders only by rounding: the
 comparison allows half the GPU suite's tolerance for mined rows
-(:func:`gpu.tolerance.fallback_tolerance`), so such sums stay.
+(:func:`numerics.tolerance.fallback_tolerance`), so such sums stay.
 
 Reversing cannot show a lost update: ``c[k] = c[k] + 1`` from several threads sums up in
 any sequential order, while a GPU's threads read before others write.  So the forward
@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from ..contracts.test_vectors import decode_value
-from ..gpu.tolerance import fallback_tolerance
+from ..numerics.tolerance import fallback_tolerance
 
 SHARE_OF_GPU_TOLERANCE = 0.5
 NOT_RUN = "outputs depend on thread order"

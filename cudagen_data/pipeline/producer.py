@@ -21,12 +21,12 @@ from ..contracts.row import Row
 from ..contracts.stats import RunStats
 from ..contracts.test_vectors import TestVectors
 from ..dataset import store
-from ..dataset.finalize import finalize, load_stats
 from ..dataset.lock import writer_lock
 from ..dataset.store import DatasetError, DatasetFolder, RunState
 from ..publish.splits import assign_split
 from ..stages import DedupStage
 from .config import ProduceConfig, ProduceError, fingerprint
+from .finalize import finalize, load_stats
 from .scheduler import Scheduler
 from .work import BatchResult, merge_results
 

@@ -11,8 +11,8 @@ import orjson
 from ..contracts.manifest import SPLITS, FileEntry, Manifest
 from ..contracts.row import ROW_SCHEMA
 from ..contracts.stats import RunStats
-from . import lengths, store
-from .store import DatasetFolder, RunState
+from ..dataset import lengths, store
+from ..dataset.store import DatasetFolder, RunState
 
 
 def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | None = None) -> dict:
@@ -22,8 +22,8 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | N
     ``command`` (default: the command that reproduces ``config``) is what the manifest
     records."""
     from ..extract.levels import compiler_record
-    from ..pipeline.config import command_line, versions
     from ..publish.card import render_card, split_num_bytes
+    from .config import command_line, versions
 
     stats = RunStats.from_json(state.tally).to_stats_json(config.fast)
     files: list[FileEntry] = []

@@ -21,17 +21,17 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .. import canonical
-from ..contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
-from ..contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
-from ..contracts.test_vectors import TestVectors
-from ..execution import SizedRun, execute_specs, forward_only_reason
-from ..extract import ExtractedKernel, compile_units, extract_source
-from ..extract.levels import COMPILE_LEVELS
-from ..extract.resources import ResourceError, measure_unit
-from ..pipeline.pool import WorkerLost, make_executor, run_isolated
-from ..spec import ArgSpec, KernelSpec
-from . import store
+from . import canonical
+from .contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
+from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
+from .contracts.test_vectors import TestVectors
+from .dataset import store
+from .execution import SizedRun, execute_specs, forward_only_reason
+from .extract import ExtractedKernel, compile_units, extract_source
+from .extract.levels import COMPILE_LEVELS
+from .extract.resources import ResourceError, measure_unit
+from .pipeline.pool import WorkerLost, make_executor, run_isolated
+from .spec import ArgSpec, KernelSpec
 
 CHUNK = 100  # rows compiled and executed together
 _GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
@@ -83,7 +83,7 @@ def row_to_spec(row: dict) -> KernelSpec:
 
 def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
     """The gradient check's point for a row: every recorded size."""
-    from ..gradcheck import Point  # not at import: gradcheck -> gpu.twin -> gpu -> this module
+    from .gradcheck import Point  # not at import: gradcheck -> gpu.twin -> gpu -> this module
 
     return Point.of_vectors(spec, vectors)
 
@@ -250,7 +250,7 @@ def validate_rows(
 def check_gradient_declaration(row: dict) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
     so in their source; every other row ships one."""
-    from ..gradcheck import STATUSES  # not at import: gradcheck -> gpu.twin -> gpu -> this module
+    from .gradcheck import STATUSES  # not at import: gradcheck -> gpu.twin -> gpu -> this module
 
     status = row["gradient_check"]["status"]
     if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
@@ -423,7 +423,7 @@ def check_rows(
         points.append(point)
     if not specs:
         return reports
-    from ..gradcheck import check_gradients, check_own_build, summary_reason
+    from .gradcheck import check_gradients, check_own_build, summary_reason
 
     wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _ in recorded]
     own = {}  # a row checked on the kernel its re-run built (no float64 twin), as produce does
@@ -489,7 +489,7 @@ def _rerun_real(
 ) -> None:
     """Mined rows (indices into ``chunk``): found again through their provenance and re-run
     on their test vectors."""
-    from ..mine.recheck import rerun_rows
+    from .mine.recheck import rerun_rows
 
     reruns = rerun_rows([chunk[i][1] for i in located])
     for i, rerun in zip(located, reruns, strict=False):
