@@ -45,11 +45,11 @@ def _rows(folder: Path) -> list[dict]:
 
 def audit(rows: list[dict], seed: int = 2026) -> dict:
     from cudagen_data import warp_boundary
+    from cudagen_data.contracts.read import row_to_spec
     from cudagen_data.contracts.test_vectors import decode_value
     from cudagen_data.execution import CPU_OPT_LEVEL, launch, to_warp
     from cudagen_data.numerics.twin import TwinUnavailable, twin_spec, widen_all
     from cudagen_data.spec import is_float_dtype
-    from cudagen_data.validate import row_to_spec
 
     per = collections.defaultdict(collections.Counter)
     worst: list[tuple[float, str, str]] = []

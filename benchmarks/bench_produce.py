@@ -187,9 +187,9 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
     """(python_source, spec to build and run, or None) of every kernel the run tried: the
     spec of every row, and of every reject that passed the compile check (rejected while
     running or by the gradient check: regenerated from its slot, the pipeline ran it too)."""
+    from cudagen_data.contracts.read import row_to_spec
     from cudagen_data.contracts.reject import RejectReason
     from cudagen_data.generators import generate
-    from cudagen_data.validate import row_to_spec
 
     items = []
     for p in sorted((out / "jsonl").glob("*.jsonl")):

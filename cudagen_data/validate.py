@@ -23,15 +23,17 @@ import pyarrow as pa
 
 from . import canonical
 from .contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
+from .contracts.read import recorded_run, row_to_spec
 from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
 from .contracts.test_vectors import TestVectors
 from .dataset import store
+from .dataset.read import iter_rows_from
 from .execution import SizedRun, execute_specs, forward_only_reason
 from .extract import ExtractedKernel, compile_units, extract_source
 from .extract.levels import COMPILE_LEVELS
 from .extract.resources import ResourceError, measure_unit
 from .pipeline.pool import WorkerLost, make_executor, run_isolated
-from .spec import ArgSpec, KernelSpec
+from .spec import KernelSpec
 
 CHUNK = 100  # rows compiled and executed together
 _GLOBAL_RE = re.compile(r'extern "C" [^\n]*__global__ void [^\n]*?(\w+)_cuda_kernel_(forward|backward)\(')
@@ -64,21 +66,6 @@ class ValidationReport:
         self.failures += other.failures
         self.file_problems += other.file_problems
         self.checks_run.update(other.checks_run)
-
-
-def row_to_spec(row: dict) -> KernelSpec:
-    return KernelSpec(
-        category=row["category"],
-        kernel_name=row["kernel_name"],
-        python_source=row["python_source"],
-        args=tuple(ArgSpec.from_dict(a) for a in orjson.loads(row["arg_specs"])),
-        launch_dim=tuple(row["launch_dim"]),
-        difficulty=row["difficulty"],
-        features=tuple(row["features"]),
-        block_dim=row["block_dim"],
-        seed=row["metadata"]["seed"],
-        index=row["metadata"]["index"],
-    )
 
 
 def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
@@ -167,28 +154,6 @@ def max_error_beyond(actual: np.ndarray, expected: np.ndarray, rtol: float, atol
     if np.all(err <= atol * scale + rtol * np.abs(expected)):
         return None
     return float(np.max(err))
-
-
-def recorded_run(row: dict) -> tuple[dict, dict, dict, dict]:
-    """(inputs, outputs, output_grads, input_grads) decoded from the row's test vectors."""
-    dec = TestVectors.from_json(row["test_vectors"]).decoded()
-    return dec["inputs"], dec["outputs"], dec["output_grads"], dec["input_grads"]
-
-
-def iter_rows_from(path: Path) -> Iterator[tuple[str, dict]]:
-    """(location, row) for a .jsonl or .parquet file."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist(), 1):
-            yield f"{path.name}:{i}", row
-    else:
-        with open(path, "rb") as f:
-            for i, line in enumerate(f, 1):
-                try:
-                    yield f"{path.name}:{i}", orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    yield f"{path.name}:{i}", {"__unreadable__": line[:80].decode("utf-8", "replace")}
 
 
 def validate_rows(

@@ -10,9 +10,10 @@ import sys
 import orjson
 import pytest
 
+from cudagen_data.dataset.read import iter_rows_from
 from cudagen_data.pipeline import ProduceConfig, ProduceError, produce
 from cudagen_data.pipeline.scheduler import Scheduler, first_batch_ranges
-from cudagen_data.validate import ValidationReport, iter_rows_from, validate_path, validate_rows
+from cudagen_data.validate import ValidationReport, validate_path, validate_rows
 
 CATS = ("arithmetic", "math", "vector")
 

@@ -23,13 +23,13 @@ import orjson
 import pytest
 
 from cudagen_data import warp_boundary
+from cudagen_data.contracts.read import recorded_run
 from cudagen_data.gpu import GpuUnavailable, format_gpu_report, gpu_validate
 from cudagen_data.gpu.report import GpuReport, RowVerdict
 from cudagen_data.gpu.worker import grad_key, prepare, reference_stage
 from cudagen_data.numerics.tolerance import check_array
 from cudagen_data.numerics.twin import NativeFloat64, TwinUnavailable, twin_source, twin_spec
 from cudagen_data.spec import ArgSpec
-from cudagen_data.validate import recorded_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,8 @@ import orjson
 
 from .. import __version__
 from ..contracts import Manifest, ManifestError
+from ..dataset.read import iter_rows_from
 from ..dataset.store import DatasetError
-from ..validate import iter_rows_from
 from .reference import DEFAULT_FRESH_SETS
 from .report import EvalReport, Result
 from .score import Candidate, RowProblem, Scorer

@@ -37,13 +37,13 @@ import numpy as np
 import xxhash
 
 from .. import warp_boundary
+from ..contracts.read import row_to_spec
 from ..contracts.test_vectors import TestVectors
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM
 from ..gpu.worker import checked_twin
 from ..numerics.twin import NativeFloat64, TwinUnavailable, widen_all
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
-from ..validate import row_to_spec
 
 DEFAULT_FRESH_SETS = 4  # fresh random input sets per recorded size (``cudagen eval --fresh-sets``)
 MIN_RANDOM_DRAWS = 12  # fresh random sets per row over all its sizes, at least

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from .. import __version__, warp_boundary
 from ..contracts.manifest import Manifest, ManifestError
+from ..dataset.read import iter_rows_from
 from ..dataset.store import DatasetError
-from ..validate import iter_rows_from
 from .judge import judge
 from .pool import Item, run_inline, run_pool
 from .report import GpuReport

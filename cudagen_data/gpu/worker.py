@@ -26,13 +26,13 @@ import numpy as np
 import orjson
 
 from .. import warp_boundary
+from ..contracts.read import recorded_run, row_to_spec
 from ..contracts.reject import compiler_log_line, error_line
 from ..contracts.test_vectors import TestVectors, VectorSet
 from ..execution import SizedRun, execute_specs, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
 from ..numerics.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from ..spec import KernelSpec
-from ..validate import recorded_run, row_to_spec
 from . import cuda_text
 
 # Columns a worker needs (the rest of a row is not sent to it).
