@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+import orjson
 import typer
 
 from .dataset.shards import SHARD_ROWS
@@ -475,7 +476,6 @@ def extract(
     rows, errors = extract_file(
         source, arch=arch, compile_check=not no_compile, level=compile_level, root=str(file.resolve().parent)
     )
-    import orjson
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
     if out is None:

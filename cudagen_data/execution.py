@@ -22,6 +22,7 @@ from . import inputs_matter, spans, warp_boundary
 from .bisect import bisect_failures
 from .contracts.reject import RejectReason, error_line
 from .contracts.test_vectors import TestVectors, VectorSet
+from .generators import ml
 from .spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype, parametric_dtype
 
 CPU_OPT_LEVEL = 0  # ~2x faster LLVM builds than Warp's default; results are checked, not timed
@@ -168,8 +169,6 @@ def execute_specs(
     kernel this built, instead of building it again: gradcheck.check_own_build).
     """
     if reference_checks is None:
-        from .generators import ml
-
         reference_checks = ml.REFERENCE_CHECKS
 
     def attempt(idx: Sequence[int]) -> list[ExecutionResult] | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import canonical
 from .contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
@@ -32,6 +33,8 @@ from .execution import SizedRun, execute_specs, forward_only_reason
 from .extract import ExtractedKernel, compile_units, extract_source
 from .extract.levels import COMPILE_LEVELS
 from .extract.resources import ResourceError, measure_unit
+from .gradcheck import STATUSES, Point, check_gradients, check_own_build, summary_reason
+from .mine.recheck import rerun_rows
 from .pipeline.pool import WorkerLost, make_executor, run_isolated
 from .spec import KernelSpec
 
@@ -70,8 +73,6 @@ class ValidationReport:
 
 def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
     """The gradient check's point for a row: every recorded size."""
-    from .gradcheck import Point  # not at import: gradcheck -> gpu.twin -> gpu -> this module
-
     return Point.of_vectors(spec, vectors)
 
 
@@ -215,8 +216,6 @@ def validate_rows(
 def check_gradient_declaration(row: dict) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
     so in their source; every other row ships one."""
-    from .gradcheck import STATUSES  # not at import: gradcheck -> gpu.twin -> gpu -> this module
-
     status = row["gradient_check"]["status"]
     if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
         if (status == "forward_only") != (not row["cuda_backward"]) or status not in REAL_GRADIENT_STATUSES:
@@ -388,7 +387,6 @@ def check_rows(
         points.append(point)
     if not specs:
         return reports
-    from .gradcheck import check_gradients, check_own_build, summary_reason
 
     wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _ in recorded]
     own = {}  # a row checked on the kernel its re-run built (no float64 twin), as produce does
@@ -454,8 +452,6 @@ def _rerun_real(
 ) -> None:
     """Mined rows (indices into ``chunk``): found again through their provenance and re-run
     on their test vectors."""
-    from .mine.recheck import rerun_rows
-
     reruns = rerun_rows([chunk[i][1] for i in located])
     for i, rerun in zip(located, reruns, strict=False):
         row = chunk[i][1]
@@ -539,8 +535,6 @@ def _count_rows(p: Path) -> int | None:
     """Rows in a .parquet or .jsonl file; None if missing or unreadable."""
     try:
         if p.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
             return pq.ParquetFile(p).metadata.num_rows
         with open(p, "rb") as f:
             return sum(1 for _ in f)

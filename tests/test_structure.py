@@ -300,3 +300,155 @@ def test_a_stage_may_only_reject_with_its_own_reasons():
 
     kept, rejects = Fine()([Item(0, "a", 0), Item(1, "a", 0)])
     assert [i.slot for i in kept] == [1] and rejects[0].reason == "compile_error" and rejects[0].slot == 0
+
+
+# --- Layers (issue #25): folders import only folders below them -------------------------
+#
+# Bottom to top (README.md, Layout): astwalk, bisect, spec | canonical | contracts |
+# warp_boundary | numerics | extract | generators | execution | gradcheck | dataset | stages |
+# publish | pipeline | mine | validate | gpu | eval | negatives | cli.  A top-level module
+# (gradcheck.py, validate.py, ...) counts as a folder of its own.
+
+# Imports deferred into a function body for a reason other than a cycle.  Third-party
+# packages (matched by prefix), each with its reason:
+DEFERRED_PACKAGES = {
+    "warp": "Warp loads only when a command builds or runs a kernel (warp_boundary loads it; "
+    "`cudagen --help`, publish and the CPU-only paths never do)",
+    "ray": "optional dependency (`pip install 'cudagen-data[ray]'`), only for --executor ray",
+    "datasets": "heavy, only where a dataset is loaded back with Hugging Face datasets",
+    "huggingface_hub": "only `cudagen publish --push` talks to the Hub",
+    "pyarrow.parquet": "only the functions that read or write Parquet; the CLI at start-up and the "
+    "worker processes import the same modules without it (+0.1 s each)",
+    "pyarrow.compute": "as pyarrow.parquet (+0.15 s)",
+    "pyarrow": "dataset/shards.py: cli.py reads SHARD_ROWS from it at start-up (`cudagen --help` in 0.2 s, not 0.5 s)",
+    "tqdm": "progress bars are the driver's; worker processes import the same modules (+0.2 s each)",
+}
+# Modules of this package imported inside a function, by the file that does it:
+DEFERRED_IN_FILE = {
+    "cudagen_data/cli.py": "each command imports its library when it runs: `cudagen --help` and a bad "
+    "option answer in 0.2 s instead of ~1.3 s (pyarrow, numpy, the command's modules)",
+    "cudagen_data/generators/__init__.py": "the 15 categories load on first use of the registry: importers "
+    "of generators.difficulty or GENERATOR_VERSION alone (mine workers) skip them (+0.33 s per process)",
+    "cudagen_data/pipeline/__init__.py": "PEP 562 __getattr__: `from cudagen_data.pipeline import produce` "
+    "without loading the producer in worker processes that import pipeline.pool",
+    "cudagen_data/dataset/shards.py": "the contracts load pyarrow; cli.py reads SHARD_ROWS from this module "
+    "at start-up",
+}
+# Shrinking allowlist: files that mine-source (#25 part 1) is rewriting: the mining modules
+# and the four pool modules that become one.  Remove an entry when its file has no deferred
+# import left (the test below fails on an entry that no longer matches anything).
+DEFERRED_BEING_REWRITTEN = {
+    "cudagen_data/mine/discover.py",
+    "cudagen_data/mine/folder.py",
+    "cudagen_data/mine/locate.py",
+    "cudagen_data/mine/pool.py",
+    "cudagen_data/mine/recheck.py",
+    "cudagen_data/mine/worker.py",
+    "cudagen_data/pipeline/pool.py",
+    "cudagen_data/eval/pool.py",
+    "cudagen_data/gpu/pool.py",
+}
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _folder(module: str) -> str:
+    """cudagen_data.gpu.worker -> gpu; cudagen_data.gradcheck -> gradcheck."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _folder_graph(root: Path) -> dict[str, set[str]]:
+    """folder -> folders it imports (deferred imports count; TYPE_CHECKING ones do not)."""
+    graph: dict[str, set[str]] = {}
+    for module, deps in _import_graph(root, root.name).items():
+        src = _folder(module)
+        graph.setdefault(src, set())
+        graph[src] |= {_folder(d) for d in deps if d != root.name and _folder(d) != src}
+    return graph
+
+
+def _deferred_imports(root: Path) -> list[tuple[str, int, str]]:
+    """(file, line, imported module) for each import inside a function body."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = _module_name(root, path)
+        pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1] if node.level else []
+                    targets = [".".join(base + ([node.module] if node.module else []))]
+                else:
+                    continue
+                rel = f"{root.name}/{path.relative_to(root).as_posix()}"
+                found += [(rel, node.lineno, t) for t in targets]
+    return sorted(set(found))
+
+
+def _deferred_offenders(root: Path) -> tuple[list[str], set[str]]:
+    """Deferred imports with no listed reason; and the rewritten files that still have some."""
+    offenders, still = [], set()
+    for rel, line, target in _deferred_imports(root):
+        if any(target == p or target.startswith(p + ".") for p in DEFERRED_PACKAGES):
+            continue
+        if target.split(".")[0] != root.name and rel not in DEFERRED_BEING_REWRITTEN:
+            offenders.append(f"{rel}:{line}: import {target} (standard library or a light package: at the top)")
+            continue
+        if rel in DEFERRED_IN_FILE:
+            continue
+        if rel in DEFERRED_BEING_REWRITTEN:
+            still.add(rel)
+            continue
+        offenders.append(f"{rel}:{line}: import {target}")
+    return offenders, still
+
+
+def test_folders_import_only_layers_below():
+    graph = _folder_graph(PACKAGE)
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles between folders (a folder must import only layers below it):\n" + "\n".join(
+        " -> ".join(c) for c in cycles
+    )
+
+
+def test_no_import_is_deferred_into_a_function_without_a_reason():
+    offenders, still = _deferred_offenders(PACKAGE)
+    assert not offenders, (
+        "imports inside functions (move them to the top; if a cycle forced it, fix the layering; "
+        "an optional or heavy dependency goes in DEFERRED_PACKAGES with its reason):\n" + "\n".join(offenders)
+    )
+    stale = DEFERRED_BEING_REWRITTEN - still
+    assert not stale, f"no deferred import left in {sorted(stale)}: remove them from DEFERRED_BEING_REWRITTEN"
+
+
+def test_the_layer_checks_can_fail(tmp_path):
+    # A tree with a cycle between two folders (through a deferred import), a deferred import
+    # of a sibling folder, and one of the standard library; and a clean one.
+    pkg = tmp_path / "pkg"
+    for rel, text in {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "def f():\n    from ..high import b\n    return b\n",
+        "high/__init__.py": "",
+        "high/b.py": "from ..low import a\n",
+        "top.py": "import typing\n\nif typing.TYPE_CHECKING:\n    from .high import b\n\n\ndef g():\n    import os\n",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    graph = _folder_graph(pkg)
+    assert graph["low"] == {"high"} and graph["high"] == {"low"} and graph["top"] == set()  # TYPE_CHECKING skipped
+    assert _cycles(graph)
+    offenders, _ = _deferred_offenders(pkg)
+    assert [o.split(": import ")[1].split(" ")[0] for o in offenders] == ["pkg.high", "os"]
+    (pkg / "low/a.py").write_text("def f():\n    import warp\n    return warp\n")  # a listed package
+    (pkg / "top.py").write_text("")
+    assert not _cycles(_folder_graph(pkg)) and _deferred_offenders(pkg)[0] == []

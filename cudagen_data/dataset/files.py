@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import orjson
+import xxhash
 
 
 class DatasetError(Exception):
@@ -17,8 +18,6 @@ class DatasetError(Exception):
 
 
 def file_checksum(path: Path) -> str:
-    import xxhash
-
     h = xxhash.xxh3_128()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

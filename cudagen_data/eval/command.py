@@ -17,7 +17,8 @@ import orjson
 from .. import __version__
 from ..contracts import Manifest, ManifestError
 from ..dataset.read import iter_rows_from
-from ..dataset.store import DatasetError
+from ..dataset.store import DatasetError, write_json
+from ..gpu.recheck import GpuUnavailable, describe_device
 from .reference import DEFAULT_FRESH_SETS
 from .report import EvalReport, Result
 from .score import Candidate, RowProblem, Scorer
@@ -128,8 +129,6 @@ def evaluate(
         report.results.append(Result(line, c.row_id, str(row.get("category")), str(row.get("difficulty")), sc))
     report.seconds = time.perf_counter() - started
     if report_path is not None:
-        from ..dataset.store import write_json
-
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         write_json(Path(report_path), orjson.loads(report.to_json()))
     return report
@@ -145,8 +144,6 @@ def _environment(device: str) -> dict:
         except importlib.metadata.PackageNotFoundError:
             env[dist] = None
     if device.startswith("cuda"):
-        from ..gpu.recheck import GpuUnavailable, describe_device
-
         try:
             env.update(describe_device(device))
         except GpuUnavailable as exc:

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..bisect import bisect_failures
+from ..extract import frontend
 from ..extract.nvrtc import nvrtc_compile
 
 BATCH = 32  # candidates per NVRTC call
@@ -37,10 +38,6 @@ def _warp_full(source: str, arch: int) -> tuple[bool, str]:
 def front_end_compiler() -> tuple[Compiler, str, bool]:
     """(compile, what it is, thread-safe).  NVRTC's front end where the standalone NVRTC of
     Warp's version is installed; else Warp's bundled NVRTC (a full compile: slower, same verdict)."""
-    try:  # the #13 front end; absent on branches without it
-        from ..extract import frontend
-    except ImportError:
-        return _warp_full, "Warp's bundled NVRTC (full compile; front end not available)", False
     try:
         frontend.nvrtc_info(86)
     except frontend.NvrtcUnavailable as exc:

@@ -17,14 +17,18 @@ unless one is given; reports record it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from .. import warp_boundary
 from ..canonical import text_hash
+from ..extract import DEFAULT_BLOCK_DIM, extract_source
 from .compile import FULL_COMPILER, FULL_NAME, Unit, Verdict, compile_many, default_threads, front_end_compiler
+from .pool import Job, Outcome, WorkerPool, run_inline
 from .reference import ADVERSARIAL_PLACES, ADVERSARIAL_SIDES, DEFAULT_FRESH_SETS, MIN_RANDOM_DRAWS
 from .structure import KernelShape, StructureError, check_candidate, kernel_shape, row_key
 
@@ -99,7 +103,6 @@ def preamble_for(row: dict, preambles: dict[str, str] | None) -> str:
     """The row's preamble from the manifest, else regenerated from its source (checked by hash)."""
     if preambles and row["preamble_hash"] in preambles:
         return preambles[row["preamble_hash"]]
-    from ..extract import DEFAULT_BLOCK_DIM, extract_source
 
     rep = extract_source(
         row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
@@ -121,8 +124,6 @@ class Scorer:
         if device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"device {device!r}: use cpu or cuda:N")
         if device.startswith("cuda"):
-            from .. import warp_boundary
-
             count = warp_boundary.warp().get_cuda_device_count()
             index = int(device.split(":", 1)[1]) if ":" in device else 0
             if not 0 <= index < count:
@@ -218,8 +219,6 @@ class Scorer:
     ) -> list[Score]:
         """One Score per (row, candidate), in order.  Raises RowProblem for an unusable row."""
         if self.gpu and self._isolate and self._pool is None:
-            from .pool import WorkerPool
-
             self._pool = WorkerPool(
                 self.device, self._workers, **self._pool_options
             )  # workers start while the CPU stages run
@@ -279,8 +278,6 @@ class Scorer:
         return scores
 
     def _run(self, pairs, scores: list[Score], to_run: list[int]) -> None:
-        from .pool import Job, Outcome, WorkerPool, run_inline
-
         by_row: dict[str, Job] = {}
         for i in to_run:
             row, cand = pairs[i]
@@ -341,8 +338,6 @@ def score(
     for the process, so repeated calls reuse its workers and per-row references.
     ``timing`` (a GPU): a passing candidate is timed against the row's own kernel;
     ``Score.speedup`` is then the reward's speed term (eval/timing.py)."""
-    import atexit
-
     if isinstance(candidate, str):
         candidate = Candidate(str(row["id"]), candidate)
     scorer = _default.get((device, timing))

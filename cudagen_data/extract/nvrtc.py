@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .. import warp_boundary
 from ..bisect import bisect_failures
 from .codegen import DEFAULT_ARCH, ExtractedKernel
+from .levels import compile_check
 
 DEFAULT_OPT_LEVEL = 3  # Warp's own default for CUDA modules
 
@@ -49,8 +50,6 @@ def compile_units(
 ) -> list[CompileResult]:
     """Compile kernels batched at ``level`` (extract/levels.py), bisecting failures; one
     result per kernel, in order."""
-    from .levels import compile_check
-
     results: list[CompileResult | None] = [None] * len(kernels)
     # Identical kernels share a result (two copies would also clash as extern "C" symbols).
     unique: dict[str, list[int]] = {}

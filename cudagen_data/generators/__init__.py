@@ -29,7 +29,7 @@ GeneratorFn = Callable[[np.random.Generator], KernelSpec]
 
 
 def _registry() -> dict[str, GeneratorFn]:
-    from . import basic, ml  # local import: keeps `import cudagen_data` light
+    from . import basic, ml  # on first use: importers of difficulty or GENERATOR_VERSION alone skip them
 
     return {**basic.GENERATORS, **ml.GENERATORS}
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..dataset.store import DatasetError
+from .pool import PoolError
+from .recheck import GpuUnavailable, gpu_validate
+from .report import format_gpu_report
+
 
 def run_gpu_validation(
     path: str | Path,
@@ -21,10 +26,6 @@ def run_gpu_validation(
     report_path: str | Path | None = None,
     progress: bool = True,
 ) -> int:
-    from ..dataset.store import DatasetError
-    from .pool import PoolError
-    from .recheck import GpuUnavailable, gpu_validate
-    from .report import format_gpu_report
 
     try:
         report = gpu_validate(path, limit=limit, device=device, jobs=jobs, report_path=report_path, progress=progress)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from .. import warp_boundary
 from ..canonical import text_hash
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
+from ..mine.locate import naming_root
+from ..mine.locate import regenerate as regenerate_real
 
 PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
 
@@ -26,8 +28,6 @@ PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), 
 def regenerate(row: dict) -> list[str]:
     """The parts of the row's CUDA that the installed Warp renders differently ([] if none)."""
     if row.get("provenance"):  # a mined kernel: generated again from its own file
-        from ..mine.locate import regenerate as regenerate_real
-
         return regenerate_real(row)
     report = extract_source(
         row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
@@ -50,8 +50,6 @@ def compiled_matches(text: str, row: dict) -> list[str]:
     (a mined row's own files relative to the folder it was mined from)."""
     root = None
     if row.get("provenance"):
-        from ..mine.locate import naming_root
-
         root = naming_root(row)
     text = warp_boundary.postprocess_cuda(text, root)
     missing = []

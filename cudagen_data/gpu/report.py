@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import orjson
 
@@ -145,8 +146,6 @@ class GpuReport:
         }
 
     def write_json(self, path) -> None:
-        from pathlib import Path
-
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))

@@ -31,8 +31,12 @@ from ..contracts.reject import compiler_log_line, error_line
 from ..contracts.test_vectors import TestVectors, VectorSet
 from ..execution import SizedRun, execute_specs, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
+from ..mine.discover import MineError
+from ..mine.locate import kernel_of
+from ..mine.recheck import run_row
 from ..numerics.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from ..spec import KernelSpec
+from ..warp_boundary.mining import cpu_module_of
 from . import cuda_text
 
 # Columns a worker needs (the rest of a row is not sent to it).
@@ -184,9 +188,6 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
 
 def _real_device_stage(item: _Prepared, device: str, out: DeviceOutcome) -> DeviceOutcome:
     """A mined kernel: found again through its provenance, built alone with its module's options."""
-    from ..mine.discover import MineError
-    from ..mine.locate import kernel_of
-    from ..warp_boundary.mining import cpu_module_of
 
     try:
         kernel = kernel_of(item.row)
@@ -222,8 +223,6 @@ def _build_and_run(
     t2 = time.perf_counter()
     try:
         if row.get("provenance"):  # a mined kernel: constant outputs are fine there
-            from ..mine.recheck import run_row
-
             run = run_row(row, kernel, device)
         else:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)

@@ -10,6 +10,7 @@ never on its neighbours or on timing.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 from dataclasses import dataclass
 
 import orjson
@@ -19,6 +20,7 @@ from ..dataset.lengths import DEFAULT_MAX_CHARS
 from ..dataset.shards import SHARD_ROWS
 from ..extract import DEFAULT_ARCH
 from ..extract.levels import DEFAULT_COMPILE_LEVEL, check_level
+from ..generators import GENERATOR_VERSION
 from ..publish.splits import DEFAULT_RATIOS
 
 DEFAULT_SPLIT_RATIOS = DEFAULT_RATIOS
@@ -98,9 +100,6 @@ class ProduceConfig:
 
 def versions() -> dict[str, str]:
     """Everything whose change changes the output."""
-    import importlib.metadata
-
-    from ..generators import GENERATOR_VERSION
 
     return {
         "cudagen_data": __version__,

@@ -13,6 +13,9 @@ from ..contracts.row import ROW_SCHEMA
 from ..contracts.stats import RunStats
 from ..dataset import lengths, store
 from ..dataset.store import DatasetFolder, RunState
+from ..extract.levels import compiler_record
+from ..publish.card import render_card, split_num_bytes
+from .config import command_line, versions
 
 
 def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | None = None) -> dict:
@@ -21,9 +24,6 @@ def finalize(folder: DatasetFolder, config, state: RunState, *, command: str | N
 
     ``command`` (default: the command that reproduces ``config``) is what the manifest
     records."""
-    from ..extract.levels import compiler_record
-    from ..publish.card import render_card, split_num_bytes
-    from .config import command_line, versions
 
     stats = RunStats.from_json(state.tally).to_stats_json(config.fast)
     files: list[FileEntry] = []

@@ -23,6 +23,8 @@ from ..contracts.test_vectors import TestVectors
 from ..dataset import store
 from ..dataset.lock import writer_lock
 from ..dataset.store import DatasetError, DatasetFolder, RunState
+from ..extract.frontend import NvrtcUnavailable
+from ..extract.levels import compiler_record
 from ..publish.splits import assign_split
 from ..stages import DedupStage
 from .config import ProduceConfig, ProduceError, fingerprint
@@ -78,8 +80,6 @@ def open_run(folder: DatasetFolder, config: ProduceConfig, overwrite: bool) -> t
 def check_compiler(config: ProduceConfig) -> None:
     """Fail in one line, before any work, if the compile check cannot run (a missing or
     mismatched standalone NVRTC for ``--compile frontend``)."""
-    from ..extract.frontend import NvrtcUnavailable
-    from ..extract.levels import compiler_record
 
     try:
         compiler_record(config.arch, config.compile_level)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from .. import warp_boundary
 from ..contracts.reject import error_line
 from .config import ProduceError
 
@@ -62,8 +64,6 @@ def _import_ray(private: bool):
 def _on_worker(fn: Callable, args: tuple) -> tuple[Any, str]:
     """Runs in a Ray worker: ``fn(*args)`` and the id of the node that ran it."""
     import ray
-
-    from .. import warp_boundary
 
     warp_boundary.warp()  # once per worker process: Ray keeps workers between tasks
     return fn(*args), ray.get_runtime_context().get_node_id()
@@ -179,7 +179,6 @@ def _check_reachable(address: str) -> None:
     host, sep, port = address.rpartition(":")
     if address == "auto" or "://" in address or not sep or not port.isdigit():
         return  # let Ray resolve it
-    import socket
 
     try:
         socket.create_connection((host, int(port)), timeout=10).close()

@@ -17,6 +17,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from cudagen_data.contracts import row as row_contract
@@ -25,6 +26,8 @@ from cudagen_data.contracts.manifest import SPLITS
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.export import CHAT_EXAMPLE_NOTE, SYSTEM_PROMPT, USER_TEMPLATE
 from cudagen_data.warp_boundary.paths import PATH_RULE
+
+from ..contracts.row import TIMING_FIELDS
 
 LICENSE = "apache-2.0"
 PRETTY_NAME = "cudagen-data: NVIDIA Warp kernels paired with the CUDA Warp generates"
@@ -66,9 +69,6 @@ def split_num_bytes(folder, split_files: dict[str, list[str]]) -> dict[str, int]
 
     Timing columns count 8 bytes a value (their float64 width): their encoded size varies
     with the values, and the card must be the same for two runs of one config."""
-    import pyarrow.parquet as pq
-
-    from ..contracts.row import TIMING_FIELDS
 
     timing = {".".join(f) for f in TIMING_FIELDS}
     out = {}

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pyarrow.parquet as pq
 
 from cudagen_data.publish import PublishError
 from cudagen_data.publish.folder import parquet_files
@@ -112,8 +113,6 @@ def format_record(row: dict, split: str, fmt: str, include_backward: bool = True
 def iter_rows(folder, config: str = "default") -> Iterator[tuple[str, dict]]:
     """(split, row) for every row of a configuration's Parquet shards, in export order.
     Only the columns the export needs are read."""
-    import pyarrow.parquet as pq
-
     folder = Path(folder)
     for data_file in parquet_files(folder, config=config):
         try:

@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 import orjson
+import pyarrow.parquet as pq
 
 from cudagen_data.contracts.manifest import DEFAULT_CONFIG, MANIFEST_FILE, FileEntry, Manifest, ManifestError
 from cudagen_data.dataset.store import file_checksum as file_xxh3_128  # the manifest's checksum
@@ -65,8 +66,6 @@ def parquet_files(folder, manifest: Manifest | None = None, config: str | None =
 
 def verify_data_file(folder: Path, data_file: DataFile, checksum: bool = True) -> None:
     """Raise PublishError unless the shard's row count (and checksum) match the manifest."""
-    import pyarrow.parquet as pq
-
     path = Path(folder) / data_file.path
     try:
         rows = pq.ParquetFile(path).metadata.num_rows

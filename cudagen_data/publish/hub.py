@@ -33,6 +33,10 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from cudagen_data.contracts.manifest import DEFAULT_CONFIG
 from cudagen_data.contracts.reject import REAL_REJECTS_FILE, REJECTS_FILE
 from cudagen_data.publish import PublishError
@@ -149,9 +153,6 @@ def _check_text(folder: Path, rel: str, needles: list[str], host: str | None) ->
 def _check_parquet(folder: Path, rel: str, needles: list[str]) -> None:
     # Vectorised substring search over every string (and list<string>) column: Warp
     # writes source-file paths into CUDA comments, so a path can reach the data.
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(folder / rel)
     for batch in pf.iter_batches(batch_size=4096):

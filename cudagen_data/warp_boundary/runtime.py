@@ -8,10 +8,13 @@ worker neither grows nor lets one kernel's state change another kernel's output.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import linecache
 import os
+import shutil
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,9 +50,6 @@ _cache_dir: str | None = None
 
 def _private_cache() -> str:
     global _cache_dir
-    import atexit
-    import shutil
-    import tempfile
 
     _cache_dir = tempfile.mkdtemp(prefix="cudagen-warp-cache-")
     atexit.register(shutil.rmtree, _cache_dir, True)
@@ -58,8 +58,6 @@ def _private_cache() -> str:
 
 def clear_private_cache() -> None:
     """Delete the binaries of modules built so far (a no-op with WARP_CACHE_PATH set)."""
-    import shutil
-
     if _cache_dir is None:
         return
     import warp as wp
@@ -84,8 +82,6 @@ def captured_stderr() -> Iterator[list[str]]:
     ``sys.stderr`` redirection cannot see.  The captured text is appended to the
     yielded list when the block ends.
     """
-    import tempfile
-
     out: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)

@@ -13,6 +13,7 @@ import numpy as np
 from ...spec import KernelSpec
 from ..difficulty import difficulty
 from . import numeric as nm
+from . import ops
 from .builder import Arg, KernelBuilder
 from .exprgen import ExprGen
 from .features import extract_features
@@ -176,8 +177,6 @@ class Frame:
             if a.kind == "array" and a.role == "in" and tuple(a.shape) == kb.launch and self.rng.random() < p_load:
                 e = kb.element(a)
                 if a.type.quat and self.rng.random() < 0.7:
-                    from . import ops
-
                     n = ops.normalize(e.with_(min_norm=a.interval.mig * 2.0))
                     if n is not None:
                         e = n

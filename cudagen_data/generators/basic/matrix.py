@@ -7,7 +7,9 @@ import numpy as np
 
 from ...spec import KernelSpec
 from . import ops
+from .expr import Expr, const
 from .frame import Frame, generate_checked, pick, standard_frame
+from .interval import Interval
 from .productions import quat_unit, well_conditioned
 from .stmts import Profile
 from .wtypes import F32, I32, mat, quat, vec
@@ -131,14 +133,11 @@ def _covariance(f: Frame) -> None:
     if not pts:
         return
     a = pick(f.rng, pts)
-    from .expr import const
 
     cov = kb.declare("local_mat", const(M33, 0.0), mutable=True)
     here = kb.element(a)
     k = int(pick(f.rng, (2, 3, 4)))
     lv = kb.names.fresh("loop")
-    from .expr import Expr
-    from .interval import Interval
 
     mid = np.full(kb.n_samples, float(k // 2))
     loop_var = Expr(lv, I32, Interval(1, k), vals=mid + 1, op="loopvar", literal=True)  # constant range
