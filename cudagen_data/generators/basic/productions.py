@@ -8,17 +8,38 @@ production).  Families are what category profiles weight.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from . import numeric as nm
 from . import ops
+from .builder import KernelBuilder
 from .expr import Expr, const
 from .wtypes import F32, I32, WType
 
-if TYPE_CHECKING:  # exprgen.py imports this table; no import back at run time
-    from .exprgen import ExprGen
+
+class ExprSource(Protocol):
+    """What a production needs of the expression generator (exprgen.ExprGen, which imports
+    this table): declared here so the table does not import its user back."""
+
+    kb: KernelBuilder
+    rng: np.random.Generator
+    helper_hook: Callable[[WType, int], Expr | None] | None
+
+    def chance(self, p: float) -> bool: ...
+    def pick(self, seq): ...
+    def lit(self, t: WType, lo: float = 0.1, hi: float = 4.0, signed: bool = False) -> Expr: ...
+    def gen(self, t: WType, depth: int) -> Expr: ...
+    def threshold(self, e: Expr) -> Expr: ...
+    def cond(self, depth: int = 1) -> Expr: ...
+    def fit_positive(self, e: Expr, m: float = 0.1) -> Expr: ...
+    def fit_nonneg(self, e: Expr) -> Expr: ...
+    def fit_nonzero(self, e: Expr, m: float = ops.DEN_MIN) -> Expr: ...
+    def fit_within(self, e: Expr, lo: float, hi: float) -> Expr: ...
+    def fit_mag(self, e: Expr, mag: float) -> Expr: ...
+    def to_int(self, e: Expr, t: WType) -> Expr | None: ...
 
 
 # ----------------------------------------------------------------------------- predicates
@@ -46,7 +67,7 @@ def is_q(t: WType) -> bool:
     return t.quat
 
 
-def _sub(g: ExprGen, t: WType, d: int) -> Expr:
+def _sub(g: ExprSource, t: WType, d: int) -> Expr:
     return g.gen(t, d - 1)
 
 
@@ -177,7 +198,7 @@ def p_vec_cast(g, t, d):
 
 
 # ----------------------------------------------------------------------------- scalar math
-def _unary_fitted(g: ExprGen, fn: str, t: WType, d: int) -> Expr | None:
+def _unary_fitted(g: ExprSource, fn: str, t: WType, d: int) -> Expr | None:
     a = _sub(g, t, d)
     if a.text.startswith(f"wp.{fn}("):
         return None  # f(f(x)) reads as a mistake
@@ -318,7 +339,7 @@ def p_cross(g, t, d):
     return ops.cross(a, b)
 
 
-def nonzero_vec(g: ExprGen, v: Expr) -> Expr:
+def nonzero_vec(g: ExprSource, v: Expr) -> Expr:
     """A vector with a guaranteed minimum length (for normalize)."""
     if v.min_norm >= 0.1:
         return v
@@ -450,7 +471,7 @@ def p_transpose(g, t, d):
     return ops.transpose(g.gen(WType(t.scalar, (t.shape[1], t.shape[0])), d - 1))
 
 
-def well_conditioned(g: ExprGen, t: WType, d: int) -> Expr | None:
+def well_conditioned(g: ExprSource, t: WType, d: int) -> Expr | None:
     """A square matrix with |det| bounded below: a rotation, or A + c*I diagonally dominant."""
     n = t.shape[0]
     if t.shape == (3, 3) and g.chance(0.3):
@@ -508,7 +529,7 @@ def p_mat_row(g, t, d):
 
 
 # matrices -> scalars
-def _square(g: ExprGen, t: WType) -> WType:
+def _square(g: ExprSource, t: WType) -> WType:
     n = int(g.pick([2, 3, 3, 4]))
     return WType(t.scalar, (n, n))
 
@@ -533,7 +554,7 @@ def p_mat_entry(g, t, d):
 
 
 # ----------------------------------------------------------------------------- quaternions
-def quat_unit(g: ExprGen, t: WType, d: int) -> Expr | None:
+def quat_unit(g: ExprSource, t: WType, d: int) -> Expr | None:
     """A unit quaternion: from axis-angle, roll-pitch-yaw, or a normalized 4-vector."""
     comp = t.component()
     r = g.rng.random()
