@@ -8,9 +8,10 @@
 
 Command line: ``python -m cudagen_data.gpu PATH``.
 
-Modules: validate (orchestration), worker (what a worker process measures), pool
-(crash-tolerant worker processes), judge (verdict per row), tolerance, twin (float64
-rewrite), cuda_text (byte-for-byte CUDA checks), report, command.
+Modules: recheck (orchestration), worker (what a worker process measures), pool
+(crash-tolerant worker processes), judge (verdict per row), cuda_text (byte-for-byte CUDA
+checks), report, command.  The float64 twin and the tolerance model are in
+:mod:`cudagen_data.numerics`, below this suite, the gradient check and eval.
 """
 
 from .command import run_gpu_validation

@@ -11,7 +11,7 @@ A slot (category, per-category index) becomes a row by passing, in order::
 
 Each step is a :class:`Stage`: it takes a list of items, returns the kept items and
 the rejects, and times itself.  ``--fast`` runs generate and extract only.  A worker
-runs the first four on a part of a batch (:func:`cudagen_data.pipeline.work.run_batch`);
+runs the first five on a part of a batch (:func:`cudagen_data.pipeline.work.run_batch`);
 the producer runs dedup.
 
 Counting: :class:`cudagen_data.contracts.RunStats` keeps one

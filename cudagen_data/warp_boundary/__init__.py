@@ -3,7 +3,7 @@
 Warp's private internals (its code generator, module builder, NVRTC entry point, the
 global function-name counter, the kernel cache) change between Warp versions.  Keeping
 every use of them here means a Warp upgrade is a change to this package only;
-``tests/test_warp_boundary.py`` fails if any other module imports ``warp._src``.
+``tests/test_structure.py`` fails if any other module imports ``warp._src``.
 
 - :mod:`.runtime`: ``warp()`` (init once, quiet, private kernel cache), ``loaded_source``
   (a source as a throw-away module), ``release_module``, fd-2 capture
