@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from . import canonical
 from .contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
 from .contracts.read import recorded_run, row_to_spec
-from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA
+from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA, is_real_row
 from .contracts.test_vectors import TestVectors
 from .dataset import store
 from .dataset.read import iter_rows_from
@@ -78,8 +78,8 @@ def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
 
 def check_schema(row: dict) -> list[str]:
     problems = []
-    # A row with provenance belongs to the "real" configuration (cudagen mine).
-    columns, schema = (REAL_COLUMNS, REAL_ROW_SCHEMA) if "provenance" in row else (COLUMNS, ROW_SCHEMA)
+    # A mined row (cudagen mine) has the "real" configuration's columns.
+    columns, schema = (REAL_COLUMNS, REAL_ROW_SCHEMA) if is_real_row(row) else (COLUMNS, ROW_SCHEMA)
     missing = [c for c in columns if c not in row]
     extra = [c for c in row if c not in columns]
     if missing:
@@ -100,7 +100,7 @@ def check_hashes(row: dict) -> list[str]:
     python_hash, shape_hash = canonical.canonical_hashes(src)  # one parse for both
     if python_hash != row["python_hash"]:
         problems.append("python_hash does not match python_source")
-    real = "provenance" in row  # a mined kernel: its id adds the overload; its shape is its def's
+    real = is_real_row(row)  # a mined kernel: its id adds the overload; its shape is its def's
     if row["id"] != row["python_hash"] and not (real and row["id"].startswith(row["python_hash"] + "-")):
         problems.append("id is not the python hash")
     if (canonical.kernel_shape_hash(src) if real else shape_hash) != row["shape_hash"]:
@@ -217,7 +217,7 @@ def check_gradient_declaration(row: dict) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
     so in their source; every other row ships one."""
     status = row["gradient_check"]["status"]
-    if "provenance" in row:  # a mined kernel: its module (not its def) may turn the backward off
+    if is_real_row(row):  # a mined kernel: its module (not its def) may turn the backward off
         if (status == "forward_only") != (not row["cuda_backward"]) or status not in REAL_GRADIENT_STATUSES:
             return [
                 f"gradient_check.status {status!r} does not fit a mined kernel "
@@ -362,14 +362,14 @@ def check_rows(
             for p in check_resources(row, preamble):
                 fail(i, "resources", p)
 
-    real = [i for i, row, _, _ in runnable if row["test_vectors"] and "provenance" in row]
+    real = [i for i, row, _, _ in runnable if row["test_vectors"] and is_real_row(row)]
     if real:
         _rerun_real(real, chunk, reports, fail, rtol, atol)
     # Every recorded set (every size) is run again: the row's own size first, the others
     # on the same build (execute_specs' ``more``), each against its own recorded values.
     specs, given, recorded, more, points = [], [], [], [], []
     for i, row, _, _ in runnable:
-        if not row["test_vectors"] or "provenance" in row:
+        if not row["test_vectors"] or is_real_row(row):
             continue
         try:
             vectors = TestVectors.from_json(row["test_vectors"])
