@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import typer
 
-from .dataset.shards import SHARD_ROWS
+from . import defaults
 from .publish.splits import DEFAULT_RATIOS
 
 # the click that typer runs on (typer >= 0.2x vendors its own copy)
@@ -144,12 +144,14 @@ def _at_least(minimum: int | float, *, strict: bool = False):
     return check
 
 
-SUPPORTED_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
-
-
 def _arch(value: int | None) -> int | None:
-    if value is not None and value not in SUPPORTED_ARCHS:
-        raise _bad(f"{value}: not a target Warp's NVRTC supports ({', '.join(map(str, SUPPORTED_ARCHS))})")
+    if value is None:
+        return value
+    from . import warp_boundary  # loads Warp: the commands with --arch compile anyway
+
+    supported = sorted(warp_boundary.nvrtc_supported_archs())
+    if value not in supported:
+        raise _bad(f"{value}: not a target Warp's NVRTC supports ({', '.join(map(str, supported))})")
     return value
 
 
@@ -350,22 +352,25 @@ def produce(
         DEFAULT_OUTPUT, "--output", "-o", callback=_output_folder, help="Output folder (a Hugging Face dataset folder)."
     ),
     arch: int = typer.Option(
-        86, "--arch", callback=_arch, help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."
+        defaults.ARCH, "--arch", callback=_arch, help="CUDA compute capability NVRTC compiles for (e.g. 75, 86, 90)."
     ),
     fast: bool = typer.Option(
         False, "--fast", help="Generate, extract and dedup only: no NVRTC compile, no CPU execution."
     ),
     compile_level: str = typer.Option(
-        "frontend",
+        defaults.COMPILE_LEVEL,
         "--compile",
         callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
     ),
     batch_size: int = typer.Option(
-        100, "--batch-size", callback=_AT_LEAST_1, help="Kernels per batch (one NVRTC unit and one CPU module each)."
+        defaults.BATCH_SIZE,
+        "--batch-size",
+        callback=_AT_LEAST_1,
+        help="Kernels per batch (one NVRTC unit and one CPU module each).",
     ),
     max_chars: int = typer.Option(
-        120_000,
+        defaults.MAX_CHARS,
         "--max-chars",
         callback=_AT_LEAST_1,
         help="Reject rows longer than this (characters of Python + forward + backward CUDA): too_long.",
@@ -382,7 +387,9 @@ def produce(
         "--jsonl/--no-jsonl",
         help="Also write jsonl/{split}.jsonl (Parquet shards are always written; --no-jsonl for large runs).",
     ),
-    shard_rows: int = typer.Option(SHARD_ROWS, "--shard-rows", callback=_AT_LEAST_1, help="Rows per Parquet shard."),
+    shard_rows: int = typer.Option(
+        defaults.SHARD_ROWS, "--shard-rows", callback=_AT_LEAST_1, help="Rows per Parquet shard."
+    ),
     resources: bool = typer.Option(
         False,
         "--resources",
@@ -455,9 +462,11 @@ def extract(
     out: Path | None = typer.Option(
         None, "--out", "-o", callback=_output_file, help="Write JSON lines here (default: stdout)."
     ),
-    arch: int = typer.Option(86, "--arch", callback=_arch, help="CUDA compute capability for the compile check."),
+    arch: int = typer.Option(
+        defaults.ARCH, "--arch", callback=_arch, help="CUDA compute capability for the compile check."
+    ),
     compile_level: str = typer.Option(
-        "frontend",
+        defaults.COMPILE_LEVEL,
         "--compile",
         callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",
@@ -528,9 +537,11 @@ def mine(
         callback=_MORE_THAN_0,
         help="Seconds one file may take (import, code generation, runs).",
     ),
-    arch: int = typer.Option(86, "--arch", callback=_arch, help="CUDA compute capability for the compile check."),
+    arch: int = typer.Option(
+        defaults.ARCH, "--arch", callback=_arch, help="CUDA compute capability for the compile check."
+    ),
     compile_level: str = typer.Option(
-        "frontend",
+        defaults.COMPILE_LEVEL,
         "--compile",
         callback=_compile_level,
         help="NVRTC check: frontend (NVRTC's front end with Warp's options, ~13x faster) or ptx (Warp's full compile).",

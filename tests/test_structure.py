@@ -315,7 +315,6 @@ DEFERRED_PACKAGES = {
     "pyarrow.parquet": "only the functions that read or write Parquet; the CLI at start-up and the "
     "worker processes import the same modules without it (+0.1 s each)",
     "pyarrow.compute": "as pyarrow.parquet (+0.15 s)",
-    "pyarrow": "dataset/shards.py: cli.py reads SHARD_ROWS from it at start-up (`cudagen --help` in 0.2 s, not 0.5 s)",
     "tqdm": "progress bars are the driver's; worker processes import the same modules (+0.2 s each)",
 }
 # Modules of this package imported inside a function, by the file that does it:
@@ -326,8 +325,6 @@ DEFERRED_IN_FILE = {
     "of generators.difficulty or GENERATOR_VERSION alone (mine workers) skip them (+0.33 s per process)",
     "cudagen_data/pipeline/__init__.py": "PEP 562 __getattr__: `from cudagen_data.pipeline import produce` "
     "without loading the producer in worker processes that import pipeline.pool",
-    "cudagen_data/dataset/shards.py": "the contracts load pyarrow; cli.py reads SHARD_ROWS from this module "
-    "at start-up",
 }
 # Shrinking allowlist: files that mine-source (#25 part 1) is rewriting: the mining modules
 # and the four pool modules that become one.  Remove an entry when its file has no deferred

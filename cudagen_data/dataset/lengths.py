@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_MAX_CHARS = 120_000
+from .. import defaults
+
+DEFAULT_MAX_CHARS = defaults.MAX_CHARS
 LENGTH_COLUMNS = ("python_source", "cuda_forward", "cuda_backward")
 
 

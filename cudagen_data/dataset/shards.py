@@ -25,21 +25,21 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 
+from .. import defaults
+from ..contracts.manifest import SPLITS
+from ..contracts.row import ROW_SCHEMA
 from .files import DatasetError, atomic_replace, file_checksum, fsync_dir
 
 SPOOL_DIR = ".cudagen/spool"
 STAGED_DIR = ".cudagen/shards"
-# 10,000 rows is ~40-150 MB of Parquet (rows with test vectors run 4-15 KB uncompressed):
-# far under the Hub's 20 GB per file and 10,000 files per folder even at 100M rows.
-SHARD_ROWS = 10_000
+SHARD_ROWS = defaults.SHARD_ROWS  # rows per Parquet shard (why this many: defaults.py)
 ROW_GROUP_ROWS = 500  # small row groups keep the Hub's dataset viewer responsive
 
 
 def _splits(state) -> list[str]:
     """The state's splits in their fixed order (train, validation, test): state.json sorts keys."""
-    from ..contracts.manifest import SPLITS
-
     return [s for s in SPLITS if s in state.shards]
 
 
@@ -122,10 +122,7 @@ def write_parquet(row_groups: Iterable[list[dict]], target: Path, schema=None) -
     rows; ``schema``: the dataset row's by default), zstd, written under a temporary name then
     renamed; returns (rows, checksum).  Every shard is written here: produce's and negatives'
     (from their spools) and mining's (from its rows, :func:`in_row_groups`)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from ..contracts.row import ROW_SCHEMA
 
     schema = schema if schema is not None else ROW_SCHEMA
     target.parent.mkdir(parents=True, exist_ok=True)

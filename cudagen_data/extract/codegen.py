@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import canonical, warp_boundary
+from .. import canonical, defaults, warp_boundary
 
-DEFAULT_ARCH = 86  # Ampere PTX: NVRTC-valid, and loadable by the driver on every newer GPU
+DEFAULT_ARCH = defaults.ARCH
 DEFAULT_BLOCK_DIM = 256
 
 

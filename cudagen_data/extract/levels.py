@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import functools
 
-from .. import warp_boundary
+from .. import defaults, warp_boundary
 from . import frontend
 from .resources import resource_options
 
 COMPILE_LEVELS = ("frontend", "ptx")
-DEFAULT_COMPILE_LEVEL = "frontend"
+DEFAULT_COMPILE_LEVEL = defaults.COMPILE_LEVEL
 _RECORDED_INCLUDE_DIR = "<warp>/native"  # Warp's headers, wherever Warp is installed
 DEFAULT_ARCH_FOR_INFO = 86  # any supported arch: the version does not depend on it
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .. import __version__
+from .. import __version__, defaults
 from ..dataset.lengths import DEFAULT_MAX_CHARS
 from ..dataset.shards import SHARD_ROWS
 from ..extract import DEFAULT_ARCH
@@ -24,7 +24,7 @@ from ..generators import GENERATOR_VERSION
 from ..publish.splits import DEFAULT_RATIOS
 
 DEFAULT_SPLIT_RATIOS = DEFAULT_RATIOS
-DEFAULT_BATCH_SIZE = 100
+DEFAULT_BATCH_SIZE = defaults.BATCH_SIZE
 
 
 class ProduceError(Exception):
