@@ -73,6 +73,49 @@ def _linear_terms(op: str, dims: int, radius: int) -> list[tuple[tuple[int, ...]
     raise ValueError(op)
 
 
+def _boundary_access(rng, names: Names, ft, boundary: str, layout: str, dims: int, funcs: list[str]):
+    """How a neighbour at (index + offset) is read: inline, through an index helper, or a
+    sample helper (@wp.func appended to ``funcs``); (access, index helper, sample helper)."""
+    access = choice(rng, ["inline", "index_helper", "sample_helper"], [0.4, 0.35, 0.25])
+    if access == "sample_helper" and layout == "flat":
+        access = "index_helper"
+    if boundary == "zero" and access == "index_helper":
+        access = "inline"
+    fix_name = None
+    if access == "index_helper":
+        fix_name = (
+            names("clamp_index", "clamp_idx", "edge")
+            if boundary == "clamp"
+            else names("wrap_index", "wrap", "periodic")
+        )
+        if boundary == "clamp":
+            body = choice(rng, ["return wp.clamp(i, 0, n - 1)", "return wp.min(wp.max(i, 0), n - 1)"])
+        else:
+            body = choice(rng, ["return (i + n) % n", "return (i % n + n) % n"])
+        funcs.append(f"@wp.func\ndef {fix_name}(i: int, n: int):\n    {body}\n")
+    sample_name = None
+    if access == "sample_helper":
+        sample_name = names("sample", "fetch", "load", "read")
+        fp = [names("a", "b", "p"), names("b2", "q", "m"), names("c2", "r", "s")][:dims]
+        f_arr = names("f", "arr", "buf")
+        params = ", ".join([f"{f_arr}: {array_ann(dims, ft.ann, 0)}"] + [f"{v}: int" for v in fp])
+        fcode = Code(1)
+        if boundary == "zero":
+            cond = " or ".join(f"{v} < 0 or {v} >= {f_arr}.shape[{a}]" for a, v in enumerate(fp))
+            with fcode.block(f"if {cond}:"):
+                fcode(f"return {ft.zero()}")
+            fcode(f"return {f_arr}[{', '.join(fp)}]")
+        elif boundary == "clamp":
+            fcode(f"return {f_arr}[{', '.join(f'wp.clamp({v}, 0, {f_arr}.shape[{a}] - 1)' for a, v in enumerate(fp))}]")
+        else:
+            fcode(
+                "return "
+                f"{f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]"
+            )
+        funcs.append(f"@wp.func\ndef {sample_name}({params}):\n{fcode.text()}")
+    return access, fix_name, sample_name
+
+
 def generate(rng: np.random.Generator) -> KernelSpec:
     dims = choice(rng, [2, 3], [0.65, 0.35])
     op = choice(rng, OPS, [0.2, 0.12, 0.18, 0.2, 0.15, 0.15])
@@ -135,43 +178,7 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         return f"{array}[{flat_index(parts)}]" if layout == "flat" else f"{array}[{', '.join(parts)}]"
 
     # boundary handling: how a neighbour at (index + offset) is read
-    access = choice(rng, ["inline", "index_helper", "sample_helper"], [0.4, 0.35, 0.25])
-    if access == "sample_helper" and layout == "flat":
-        access = "index_helper"
-    if boundary == "zero" and access == "index_helper":
-        access = "inline"
-    fix_name = None
-    if access == "index_helper":
-        fix_name = (
-            names("clamp_index", "clamp_idx", "edge")
-            if boundary == "clamp"
-            else names("wrap_index", "wrap", "periodic")
-        )
-        if boundary == "clamp":
-            body = choice(rng, ["return wp.clamp(i, 0, n - 1)", "return wp.min(wp.max(i, 0), n - 1)"])
-        else:
-            body = choice(rng, ["return (i + n) % n", "return (i % n + n) % n"])
-        funcs.append(f"@wp.func\ndef {fix_name}(i: int, n: int):\n    {body}\n")
-    sample_name = None
-    if access == "sample_helper":
-        sample_name = names("sample", "fetch", "load", "read")
-        fp = [names("a", "b", "p"), names("b2", "q", "m"), names("c2", "r", "s")][:dims]
-        f_arr = names("f", "arr", "buf")
-        params = ", ".join([f"{f_arr}: {array_ann(dims, ft.ann, 0)}"] + [f"{v}: int" for v in fp])
-        fcode = Code(1)
-        if boundary == "zero":
-            cond = " or ".join(f"{v} < 0 or {v} >= {f_arr}.shape[{a}]" for a, v in enumerate(fp))
-            with fcode.block(f"if {cond}:"):
-                fcode(f"return {ft.zero()}")
-            fcode(f"return {f_arr}[{', '.join(fp)}]")
-        elif boundary == "clamp":
-            fcode(f"return {f_arr}[{', '.join(f'wp.clamp({v}, 0, {f_arr}.shape[{a}] - 1)' for a, v in enumerate(fp))}]")
-        else:
-            fcode(
-                "return "
-                f"{f_arr}[{', '.join(f'({v} + {f_arr}.shape[{a}]) % {f_arr}.shape[{a}]' for a, v in enumerate(fp))}]"
-            )
-        funcs.append(f"@wp.func\ndef {sample_name}({params}):\n{fcode.text()}")
+    access, fix_name, sample_name = _boundary_access(rng, names, ft, boundary, layout, dims, funcs)
     clamp_form = choice(rng, ["clamp", "minmax"])
     tmp_counter = [0]
 
