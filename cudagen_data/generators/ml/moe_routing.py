@@ -39,6 +39,57 @@ from ._common import (
 CATEGORY = "moe_routing"
 
 
+def _select_top_k(rng, names: Names, ft, code: Code, selection: str, L, idx: str, t: str, ne, nk, e_: str, s_: str):
+    """Emit the selection of token ``t``'s top-k experts into ``idx[t, :]`` (descending by logit
+    ``L(e)``): k passes excluding taken experts or below a threshold, or an insertion sort."""
+    if selection in ("exclude_taken", "threshold"):
+        best, bi = names("best", "top", "mx"), names("bi", "arg", "best_e")
+        prev = names("prev", "last", "bound")
+        if selection == "threshold":
+            code(f"{prev} = {ft.cast('1.0e30')}")
+        # bounded by the index array's width (= k, known only at run time): the selection
+        # carries no gradient, so it needs no unrolling (which would copy it k times)
+        with loop(code, s_, "0", f"{idx}.shape[1]", "range"):
+            code(f"{best} = {ft.cast('-1.0e30')}", f"{bi} = int(-1)")
+            with loop(code, e_, "0", ne, choice(rng, ["range", "range2"])):
+                v = names("v", "cand", "lv")
+                code(f"{v} = {L(e_)}")
+                if selection == "threshold":
+                    cond = f"{v} < {prev} and {v} > {best}"
+                    with code.block(f"if {cond}:"):
+                        code(f"{best} = {v}", f"{bi} = {e_}")
+                else:
+                    taken, q = names("taken", "used", "seen"), names("q", "p", "u")
+                    code(f"{taken} = int(0)")
+                    with loop(code, q, "0", s_, "range"):
+                        with code.block(f"if {idx}[{t}, {q}] == {e_}:"):
+                            code(f"{taken} = 1")
+                    with code.block(f"if {taken} == 0 and {v} > {best}:"):
+                        code(f"{best} = {v}", f"{bi} = {e_}")
+            code(f"{idx}[{t}, {s_}] = {bi}")
+            if selection == "threshold":
+                code(f"{prev} = {best}")
+    else:  # insertion sort of expert ids into the k slots, ordered by logit
+        cnt = names("filled", "count", "n_in")
+        code(f"{cnt} = int(0)")
+        with loop(code, e_, "0", ne, "range"):
+            v, pos = names("v", "cand", "lv"), names("pos", "at", "ins")
+            code(f"{v} = {L(e_)}", f"{pos} = {cnt}")
+            q = names("q", "p", "u")
+            with loop(code, q, "0", cnt, "range"):
+                with code.block(f"if {pos} == {cnt}:"):
+                    with code.block(f"if {v} > {L(f'{idx}[{t}, {q}]')}:"):
+                        code(f"{pos} = {q}")
+            with code.block(f"if {pos} < {nk}:"):
+                last = names("last", "top_slot", "hi")
+                code(f"{last} = wp.min({cnt}, {nk} - 1)")
+                with code.block(f"for {q} in range({last}, {pos}, -1):"):
+                    code(f"{idx}[{t}, {q}] = {idx}[{t}, {q} - 1]")
+                code(f"{idx}[{t}, {pos}] = {e_}")
+            with code.block(f"if {cnt} < {nk}:"):
+                code(f"{cnt} += 1")
+
+
 def generate(rng: np.random.Generator) -> KernelSpec:
     names = Names(rng)
     ft = pick_float(rng, 0.25)
@@ -92,52 +143,7 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     s_ = names("s", "slot", "r", "q")
 
     # ---- selection
-    if selection in ("exclude_taken", "threshold"):
-        best, bi = names("best", "top", "mx"), names("bi", "arg", "best_e")
-        prev = names("prev", "last", "bound")
-        if selection == "threshold":
-            code(f"{prev} = {ft.cast('1.0e30')}")
-        # bounded by the index array's width (= k, known only at run time): the selection
-        # carries no gradient, so it needs no unrolling (which would copy it k times)
-        with loop(code, s_, "0", f"{idx}.shape[1]", "range"):
-            code(f"{best} = {ft.cast('-1.0e30')}", f"{bi} = int(-1)")
-            with loop(code, e_, "0", ne, choice(rng, ["range", "range2"])):
-                v = names("v", "cand", "lv")
-                code(f"{v} = {L(e_)}")
-                if selection == "threshold":
-                    cond = f"{v} < {prev} and {v} > {best}"
-                    with code.block(f"if {cond}:"):
-                        code(f"{best} = {v}", f"{bi} = {e_}")
-                else:
-                    taken, q = names("taken", "used", "seen"), names("q", "p", "u")
-                    code(f"{taken} = int(0)")
-                    with loop(code, q, "0", s_, "range"):
-                        with code.block(f"if {idx}[{t}, {q}] == {e_}:"):
-                            code(f"{taken} = 1")
-                    with code.block(f"if {taken} == 0 and {v} > {best}:"):
-                        code(f"{best} = {v}", f"{bi} = {e_}")
-            code(f"{idx}[{t}, {s_}] = {bi}")
-            if selection == "threshold":
-                code(f"{prev} = {best}")
-    else:  # insertion sort of expert ids into the k slots, ordered by logit
-        cnt = names("filled", "count", "n_in")
-        code(f"{cnt} = int(0)")
-        with loop(code, e_, "0", ne, "range"):
-            v, pos = names("v", "cand", "lv"), names("pos", "at", "ins")
-            code(f"{v} = {L(e_)}", f"{pos} = {cnt}")
-            q = names("q", "p", "u")
-            with loop(code, q, "0", cnt, "range"):
-                with code.block(f"if {pos} == {cnt}:"):
-                    with code.block(f"if {v} > {L(f'{idx}[{t}, {q}]')}:"):
-                        code(f"{pos} = {q}")
-            with code.block(f"if {pos} < {nk}:"):
-                last = names("last", "top_slot", "hi")
-                code(f"{last} = wp.min({cnt}, {nk} - 1)")
-                with code.block(f"for {q} in range({last}, {pos}, -1):"):
-                    code(f"{idx}[{t}, {q}] = {idx}[{t}, {q} - 1]")
-                code(f"{idx}[{t}, {pos}] = {e_}")
-            with code.block(f"if {cnt} < {nk}:"):
-                code(f"{cnt} += 1")
+    _select_top_k(rng, names, ft, code, selection, L, idx, t, ne, nk, e_, s_)
 
     # ---- gate weights over the selected experts (idx row is in descending order)
     sel = lambda s: L(f"{idx}[{t}, {s}]")  # noqa: E731
