@@ -320,7 +320,7 @@ DEFERRED_PACKAGES = {
 # Modules of this package imported inside a function, by the file that does it:
 DEFERRED_IN_FILE = {
     "cudagen_data/cli.py": "each command imports its library when it runs: `cudagen --help` and a bad "
-    "option answer in 0.2 s instead of ~1.3 s (pyarrow, numpy, the command's modules)",
+    "option answer in 0.4 s instead of ~1.3 s (numpy, the command's modules)",
     "cudagen_data/generators/__init__.py": "the 15 categories load on first use of the registry: importers "
     "of generators.difficulty or GENERATOR_VERSION alone (mine workers) skip them (+0.33 s per process)",
     "cudagen_data/pipeline/__init__.py": "PEP 562 __getattr__: `from cudagen_data.pipeline import produce` "
