@@ -107,6 +107,14 @@ def test_a_candidate_that_is_not_wrong_is_discarded(rows, preambles):
     assert not outcome.proven and outcome.reason == "caught_earlier"
 
 
+def test_a_mined_row_gets_structure_and_compile_candidates_only(rows):
+    """A mined row's Python source needs its file, so nothing can run it: no run-stage kinds."""
+    mined = {**rows[0], "provenance": {"path": "warp/examples/x.py"}}
+    stages = {c.stage for c in candidates(mined, rows[1:])}
+    assert stages == {"structure", "compile"}
+    assert "run" in {c.stage for c in candidates(rows[0], rows[1:])}
+
+
 def test_structure_candidates_break_a_structure_rule(rows):
     for cand in candidates(rows[0], rows[1:]):
         if cand.stage == STRUCTURE:

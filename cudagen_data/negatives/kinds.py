@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
+from ..contracts.row import is_real_row
 from ..eval import mutants
 from ..eval.equivalence import lanes_cut
 from ..eval.structure import StructureError, kernel_shape
@@ -364,14 +365,18 @@ def memorized_edit(row: dict) -> Edit:
 # --------------------------------------------------------------------------- candidates
 
 
-def _executed(row: dict) -> bool:
-    return bool(row.get("test_vectors"))
+def _runnable(row: dict) -> bool:
+    """Whether a witness (and eval's run stage) can run the row: it has test vectors and a
+    self-contained Python source.  A mined row's source is the kernel's own definition,
+    which needs its file to run (``provenance.path``), so mined rows get structure and
+    compile negatives only."""
+    return bool(row.get("test_vectors")) and not is_real_row(row)
 
 
 def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
     """Every candidate the row allows, one per (kind, variant), in KINDS order.
 
-    Run-stage kinds need test vectors (a witness runs on them); wrong_backward needs a
+    Run-stage kinds need a runnable row (:func:`_runnable`); wrong_backward needs a
     backward whose gradient the row verified against finite differences."""
     fwd, bwd = row["cuda_forward"], row["cuda_backward"] or ""
     out: list[Candidate] = []
@@ -401,7 +406,7 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
                           ("missing_cast", missing_cast), ("wrong_builtin_signature", wrong_builtin_signature),
                           ("undefined_function", mutants.undefined_call)):  # fmt: skip
         add("compile_error", variant, edit(fwd))
-    if not _executed(row):
+    if not _runnable(row):
         return out
     for kind, edit in mutants.BODY_EDITS.items():
         if kind == "writes_zeros" and row["block_dim"]:

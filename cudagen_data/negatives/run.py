@@ -135,7 +135,9 @@ def _foreign(positives: list[Positive], i: int) -> list[dict]:
 def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> list[list[tuple[str, str]]]:
     """Per row, the (kind, variant) of its candidates in the order they are tried: kinds
     chosen least often so far first (ties: KINDS order rotated by the row's position),
-    one candidate per kind; a kind's variant is its least used one."""
+    one candidate per kind; a kind's variant is its least used one.  The kinds' other
+    variants follow, in the same order: a row that allows fewer kinds than ``per_row``
+    (a mined row: structure and compile only) still gets ``per_row`` negatives."""
     chosen_kinds: Counter = Counter()
     chosen_variants: Counter = Counter()
     order = list(KINDS)
@@ -147,11 +149,13 @@ def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> lis
                 by_kind.setdefault(cand.kind, []).append(cand)
         rotation = {k: (order.index(k) - i) % len(order) for k in by_kind}
         ranked = sorted(by_kind, key=lambda k: (chosen_kinds[k], rotation[k]))
-        picks = []
+        picks, extra = [], []
         for kind in ranked:
             variants = [c.variant for c in by_kind[kind]]
-            variant = min(variants, key=lambda v: (chosen_variants[(kind, v)], variants.index(v)))
-            picks.append((kind, variant))
+            ordered = sorted(variants, key=lambda v: (chosen_variants[(kind, v)], variants.index(v)))
+            picks.append((kind, ordered[0]))
+            extra += [(kind, v) for v in ordered[1:]]
+        picks += extra
         for kind, variant in picks[:per_row]:
             chosen_kinds[kind] += 1
             chosen_variants[(kind, variant)] += 1
@@ -379,7 +383,7 @@ def _make_negatives(root, chosen, per_row, seed, workers, batch_rows, progress) 
         folder.commit(state, result.rows, [])
         if progress is not None:
             progress(len(jobs[result.index].positives))
-    allowed = Counter(kind for picks in ranking for kind, _ in picks)
+    allowed = Counter(kind for picks in ranking for kind in {k for k, _ in picks})
     stats = _finish(root, folder, state, manifest, per_row, chosen, seed, allowed)
     return NegativesResult(stats, notes=notes)
 

@@ -93,7 +93,9 @@ def negatives_section(
         "reads it before any writes); `wrong_backward` by the edited backward against the row's recorded input "
         "gradients, which agree with central finite differences of the forward (rows whose gradient check says "
         "`verified` only). A candidate the witness cannot tell apart from the positive is not a negative and is "
-        "not shipped (counted below). A negative lives in its positive's split, so no split leaks. `diff` is the "
+        "not shipped (counted below). Mined (`real`) rows get structure and compile negatives only: their "
+        "Python source is the kernel's own definition, which needs its file to run. A negative lives in its "
+        "positive's split, so no split leaks. `diff` is the "
         "unified diff from the positive's CUDA; `cuda_backward` is the positive's except for `wrong_backward`.",
         card._table(("split", "negatives"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
         "Kinds (positive rows that allow the kind; negatives shipped; candidates tried and discarded). Each row's "
