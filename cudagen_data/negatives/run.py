@@ -47,6 +47,8 @@ from .prove import RowWork, prove_candidates, unified_diff
 
 DEFAULT_PER_ROW = 3
 BATCH_ROWS = 20  # positive rows per worker job (one CPU witness module, one NVRTC unit per 32 candidates)
+BATCH_TIMEOUT = 1800.0  # seconds a batch may take in a worker before it is redone row by row
+ROW_TIMEOUT = 600.0  # seconds one row's proofs may take (then: its structure and compile kinds only)
 ROUNDS = 3  # proving rounds per batch: a discarded candidate is replaced by the row's next one
 STATE_FILE = f".cudagen/{NEGATIVES_CONFIG}/state.json"
 STATE_FORMAT = 1
@@ -392,8 +394,11 @@ def _results(jobs: list[BatchJob], workers: int) -> Iterator[BatchResult]:
     """Each job's result, in job order (``workers`` processes; 0: in this process).
 
     A witness runs edited kernels, and one that corrupts its process's heap despite the
-    guards kills its worker: the pool is then restarted, and the job it was waiting for is
-    done again row by row, each row in a process of its own (:func:`_alone`)."""
+    guards kills its worker, or one that loops forever (an edited loop counter) never ends:
+    the pool is then restarted (after ``BATCH_TIMEOUT`` seconds, its workers killed), and
+    the job it was waiting for is done again row by row, each row in a process of its own
+    (:func:`_alone`).  A time limit depends on the machine's load: it is generous, and only
+    a row that hangs (or crashes) changes what is written."""
     if workers == 0:
         for job in jobs:
             yield run_batch(job)
@@ -410,8 +415,9 @@ def _results(jobs: list[BatchJob], workers: int) -> Iterator[BatchResult]:
                     pending[submitted] = pool.submit(run_batch, jobs[submitted])
                     submitted += 1
                 try:
-                    result = pending.pop(i).result()
-                except BrokenProcessPool:
+                    result = pending.pop(i).result(timeout=BATCH_TIMEOUT)
+                except (BrokenProcessPool, TimeoutError):
+                    _kill(pool)
                     break
                 yield result
                 i += 1
@@ -422,9 +428,15 @@ def _results(jobs: list[BatchJob], workers: int) -> Iterator[BatchResult]:
             i += 1
 
 
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool's worker processes (a hung witness never returns; shutdown would wait)."""
+    for process in list((pool._processes or {}).values()):  # the executor's own handles: no public API
+        process.kill()
+
+
 def _alone(job: BatchJob, context) -> BatchResult:
     """``job`` row by row, each in a fresh process; a row whose run-stage witness still
-    kills its process gets its structure and compile candidates only (counted in
+    kills its process (or hangs) gets its structure and compile candidates only (counted in
     ``rows_witness_crashed``)."""
     rows: dict[str, list[dict]] = {}
     tally = new_tally()
@@ -432,13 +444,16 @@ def _alone(job: BatchJob, context) -> BatchResult:
     for k in range(len(job.positives)):
         one = BatchJob(job.index, job.positives[k : k + 1], job.foreign[k : k + 1], job.ranking[k : k + 1],
                        job.per_row, job.preambles, job.seed)  # fmt: skip
+        pool = ProcessPoolExecutor(1, mp_context=context)
         try:
-            with ProcessPoolExecutor(1, mp_context=context) as pool:
-                result = pool.submit(run_batch, one).result()
-        except BrokenProcessPool:
+            result = pool.submit(run_batch, one).result(timeout=ROW_TIMEOUT)
+        except (BrokenProcessPool, TimeoutError):
+            _kill(pool)
             one.ranking = [[(kind, v) for kind, v in job.ranking[k] if KINDS[kind] != RUN]]
             result = run_batch(one)
             result.tally["rows_witness_crashed"] = 1
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         for split, part in result.rows.items():
             rows.setdefault(split, []).extend(part)
         add_tally(tally, {**result.tally, "seconds": 0.0})
