@@ -9,8 +9,6 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 
 from __future__ import annotations
 
-import copy
-
 from cudagen_data.canonical import text_hash
 from cudagen_data.execution import SizedRun, execute_specs, size_note, test_vectors
 from cudagen_data.extract import extract_source
@@ -232,21 +230,9 @@ def kernel_spec(name: str, index: int = 0) -> KernelSpec:
     return KernelSpec(CATEGORY, kernel_name, source, args, launch_dim, "basic", block_dim=block_dim, index=index)
 
 
-_MADE: dict[tuple, list[dict]] = {}  # the test session's rows, by kernels (names and definitions) and sizes
-
-
 def make_rows(names: list[str], sizes: bool = False) -> list[dict]:
     """Rows for the named kernels, exactly as the producer would write them; ``sizes``:
-    with the producer's other sizes too (sizes.py: large, ragged), where a kernel has them.
-    Made once per test session for the same kernels (several test files ask for all of them:
-    each build is ~30 s of Warp CPU builds); each call gets its own copy to change."""
-    key = (tuple((n, repr(KERNELS[n])) for n in names), sizes)
-    if key not in _MADE:
-        _MADE[key] = _make_rows(names, sizes)
-    return copy.deepcopy(_MADE[key])
-
-
-def _make_rows(names: list[str], sizes: bool) -> list[dict]:
+    with the producer's other sizes too (sizes.py: large, ragged), where a kernel has them."""
     config = ProduceConfig(count=len(names), categories=(CATEGORY,))
     specs = [kernel_spec(n, i) for i, n in enumerate(names)]
     more = [[SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(spec)] for spec in specs]
