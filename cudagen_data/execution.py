@@ -54,6 +54,7 @@ class SizedRun:
     spec: KernelSpec
     given: tuple[dict, dict] | None = None
     guard: float = 0.0  # > 0 for a guessed size: run_kernel's out-of-bounds guard, this many times each array
+    alternatives: tuple[KernelSpec, ...] = ()  # other guesses at this size, tried in order if ``spec`` fails
 
 
 def input_rng(spec: KernelSpec, stream: str = "") -> np.random.Generator:
@@ -201,24 +202,26 @@ def execute_specs(
                             probe_inputs_of(spec, kernel, device, result)
                         if result.ok:
                             for sized in more[i] if more is not None else ():
-                                sized_inputs, sized_grads = sized.given or (draw_inputs(sized.spec, sized.label), None)
-                                run = run_kernel(
-                                    sized.spec,
-                                    kernel,
-                                    device,
-                                    check,
-                                    sized_inputs,
-                                    sized_grads,
-                                    sized.label,
-                                    sized.guard,
-                                )
-                                result.more_sizes.append((sized.label, sized.spec, run))
+                                result.more_sizes.append(_run_size(sized, kernel, device, check))
                     results.append(result)
                     if on_run is not None and result.ok:
                         on_run(i, kernel, result)
             return results
 
     return bisect_failures(list(range(len(specs))), attempt)
+
+
+def _run_size(sized: SizedRun, kernel, device: str, check) -> tuple[str, KernelSpec, ExecutionResult]:
+    """(label, spec, run) of a size: its spec's run, or the first of its alternatives that
+    passes (the first failure where none does)."""
+    first = None
+    for spec in (sized.spec, *sized.alternatives):
+        inputs, grads = sized.given or (draw_inputs(spec, sized.label), None)
+        run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)
+        if run.ok:
+            return sized.label, spec, run
+        first = first or (sized.label, spec, run)
+    return first
 
 
 def run_kernel(

@@ -58,18 +58,77 @@ def size_plan(spec: KernelSpec) -> list[tuple[str, int]]:
     return [(LARGE, large), (RAGGED, ragged)]
 
 
-def other_sizes(spec: KernelSpec) -> list[tuple[str, KernelSpec, float]]:
-    """(label, spec at that size, guard factor) for every other size; [] for a fixed-size kernel.
-    The guard factor is how much larger than its new size each array's buffer is while the
-    guessed size is tried (execution.run_kernel's out-of-bounds guard)."""
+def other_sizes(spec: KernelSpec, checked: bool = False) -> list[tuple[str, KernelSpec, float, list[KernelSpec]]]:
+    """(label, spec at that size, guard factor, other guesses) for every other size; [] for
+    a fixed-size kernel.  The guard factor is how much larger than its new size each
+    array's buffer is while a guessed size is tried (execution.run_kernel's out-of-bounds
+    guard).  ``checked``: the category has a NumPy reference, so :func:`alternatives` are
+    offered (tried in order where the first guess fails)."""
     if fixed_size_reason(spec):
         return []
     threads = _prod(spec.launch_dim)
     out = []
     for label, n in size_plan(spec):
         sized = resized(spec, n)
-        out.append((label, sized, 2.0 * _prod(sized.launch_dim) / threads))
+        out.append((label, sized, 2.0 * _prod(sized.launch_dim) / threads, alternatives(spec, n) if checked else []))
     return out
+
+
+MAX_ALTERNATIVES = 32  # other guesses tried per size, at most (each one launch)
+
+
+def alternatives(spec: KernelSpec, n: int) -> list[KernelSpec]:
+    """Other guesses at first launch extent ``n``, tried in order where :func:`resized`'s
+    fails; only for a category whose NumPy reference checks each run (a guess that passes
+    it is a correct run of the kernel at those shapes, whatever the guess was).  The
+    arrays the kernel writes whose first axis follows the launch (``r * v``) always grow;
+    each guess grows a subset of the inputs whose first axis does, and a subset of the
+    integer parameters equal to such an extent (fewest changes first); lists in ``params``
+    (``view``, ``grid``) have their first element grown only."""
+    v = int(spec.launch_dim[0])
+    tied = [a for a in spec.args if a.kind == "array" and a.shape[0] % v == 0]
+    outs = [a for a in tied if a.role != "in"]
+    ins = [a for a in tied if a.role == "in"][:4]
+    extent_all = {v * (a.shape[0] // v): n * (a.shape[0] // v) for a in tied} | {v: n}
+    keys = [k for k, val in spec.params.items() if type(val) is int and val in extent_all][:4]
+    combos = sorted(
+        ((am, pm) for am in range(2 ** len(ins)) for pm in range(2 ** len(keys))),
+        key=lambda c: (bin(c[0]).count("1") + bin(c[1]).count("1"), c),
+    )
+    seen = {_key(resized(spec, n))}
+    out = []
+    for am, pm in combos:
+        grown = {a.name: a.shape[0] // v for a in outs} | {
+            a.name: a.shape[0] // v for k, a in enumerate(ins) if am >> k & 1
+        }
+        extent = {v * r: n * r for r in grown.values()} | {v: n}
+        chosen = {k for j, k in enumerate(keys) if pm >> j & 1}
+        params = {k: _first_grown(k, val, chosen, extent) for k, val in spec.params.items()}
+        args = tuple(
+            dataclasses.replace(a, shape=(n * grown[a.name], *a.shape[1:]))
+            if a.name in grown
+            else (_resized_arg(a, extent, {}) if a.kind == "scalar" else a)
+            for a in spec.args
+        )
+        alt = dataclasses.replace(spec, args=args, launch_dim=(int(n), *spec.launch_dim[1:]), params=params)
+        if _key(alt) not in seen:
+            seen.add(_key(alt))
+            out.append(alt)
+            if len(out) >= MAX_ALTERNATIVES:
+                break
+    return out
+
+
+def _first_grown(key: str, value: Any, chosen: set[str], extent: dict[int, int]) -> Any:
+    if type(value) is int:
+        return extent.get(value, value) if key in chosen else value
+    if isinstance(value, list) and value and type(value[0]) is int:
+        return [extent.get(value[0], value[0]), *value[1:]]
+    return value
+
+
+def _key(spec: KernelSpec):
+    return (spec.args, spec.launch_dim, repr(sorted(spec.params.items())))
 
 
 def resized(spec: KernelSpec, n: int) -> KernelSpec:

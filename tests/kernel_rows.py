@@ -235,7 +235,7 @@ def make_rows(names: list[str], sizes: bool = False) -> list[dict]:
     with the producer's other sizes too (sizes.py: large, ragged), where a kernel has them."""
     config = ProduceConfig(count=len(names), categories=(CATEGORY,))
     specs = [kernel_spec(n, i) for i, n in enumerate(names)]
-    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(spec)] for spec in specs]
+    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)] for spec in specs]
     runs = execute_specs(specs, reference_checks={}, more=more if sizes else None)
     checks = check_gradients(specs, runs)
     rows = []

@@ -127,7 +127,7 @@ def floored(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 
 def _run(specs, probe_inputs=False):
-    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(s)] for s in specs]
+    more = [[SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(s)] for s in specs]
     return execute_specs(specs, reference_checks={}, more=more, probe_inputs=probe_inputs)
 
 
@@ -222,5 +222,5 @@ def test_sized_spec_rebuilds_the_spec_of_a_set(label):
     vectors = vectors_of(SCALE, run)
     (vset,) = [s for s in vectors.more_sizes if s.size == label]
     sized = vset.sized_spec(SCALE)
-    (want,) = [s for lbl, s, _ in other_sizes(SCALE) if lbl == label]
+    (want,) = [s for lbl, s, _, _ in other_sizes(SCALE) if lbl == label]
     assert sized.launch_dim == want.launch_dim and [a.shape for a in sized.args] == [a.shape for a in want.args]

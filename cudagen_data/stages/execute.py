@@ -18,6 +18,7 @@ import time
 from .. import spans
 from ..contracts.reject import Reject, RejectReason
 from ..execution import SizedRun, execute_specs, size_note, test_vectors
+from ..generators.ml import REFERENCE_CHECKS
 from ..gradcheck import Point, check_own_build
 from ..sizes import fixed_size_reason, other_sizes
 from .base import Item, Stage
@@ -47,7 +48,10 @@ class ExecuteStage(Stage):
                     item.own_build_check = check_own_build(item.spec, kernel, Point.of_vectors(item.spec, vectors[i]))
 
         more = [
-            [SizedRun(label, spec, guard=guard) for label, spec, guard in other_sizes(item.spec)]
+            [
+                SizedRun(label, spec, guard=guard, alternatives=tuple(alts))
+                for label, spec, guard, alts in other_sizes(item.spec, item.spec.category in REFERENCE_CHECKS)
+            ]
             if self.all_sizes
             else []
             for item in items
