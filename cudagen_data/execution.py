@@ -306,20 +306,25 @@ GUARD_PAD = 1024  # sentinel components after every guarded array, beyond its gr
 
 class Guards:
     """Arrays for :func:`run_kernel`'s ``guard``: each at the start of a larger NumPy buffer
-    whose tail holds a sentinel (NaN for floats, 0 for gradients, an unlikely integer
-    otherwise); :meth:`breach` says whether a launch wrote into a tail (or read NaN from one
-    into an output).  The buffers live as long as this object."""
+    whose tail holds a sentinel; :meth:`breach` says whether a launch wrote into a tail.
+    A float tail holds NaNs whose bits name the buffer and the position (a kernel reading
+    them computes NaN: a NaN output fails the run), so a NaN computed from another
+    buffer's tail and written into this one is told apart from the sentinel; gradient
+    tails hold 0, integer tails an unlikely value.  The buffers live as long as this object."""
 
     def __init__(self, factor: float) -> None:
         self.factor = factor
-        self.tails: list[tuple[str, np.ndarray, int, np.ndarray]] = []  # (name, buffer, n, tail at start)
+        self.tails: list[tuple[str, np.ndarray, int, bytes]] = []  # (name, buffer, n, tail bytes at start)
 
     def _buffer(self, name: str, flat: np.ndarray, fill) -> np.ndarray:
         n = flat.size
         buf = np.empty(int(n * self.factor) + GUARD_PAD, dtype=flat.dtype)
         buf[:n] = flat
-        buf[n:] = fill
-        self.tails.append((name, buf, n, buf[n:].copy()))
+        if fill is None:
+            buf[n:].view(_UINT[buf.dtype.itemsize])[:] = _nan_bits(buf.dtype, len(self.tails), buf.size - n)
+        else:
+            buf[n:] = fill
+        self.tails.append((name, buf, n, buf[n:].tobytes()))
         return buf
 
     def array(self, arg: ArgSpec, value: Value, device: str, requires_grad: bool):
@@ -328,7 +333,7 @@ class Guards:
         wp = warp_boundary.warp()
         flat = np.ascontiguousarray(value).reshape(-1)
         kind = flat.dtype.kind
-        fill = np.nan if kind == "f" else (True if kind == "b" else np.iinfo(flat.dtype).max - 7)
+        fill = None if kind == "f" else (True if kind == "b" else np.iinfo(flat.dtype).max - 7)
         wp_type = warp_dtype(arg.dtype)
         buf = self._buffer(arg.name, flat, fill)
         arr = wp.array(ptr=buf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
@@ -339,9 +344,20 @@ class Guards:
 
     def breach(self) -> tuple[RejectReason, str] | None:
         for name, buf, n, tail in self.tails:
-            if not np.array_equal(buf[n:], tail, equal_nan=buf.dtype.kind == "f"):
+            if buf[n:].tobytes() != tail:
                 return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r} at this size"
         return None
+
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_QUIET_NAN = {2: (0x7E00, 0x1FF), 4: (0x7FC00000, 0x3FFFFF), 8: (0x7FF8000000000000, 0x7FFFFFFFFFFFF)}
+
+
+def _nan_bits(dtype: np.dtype, buffer: int, count: int) -> np.ndarray:
+    """Bits of ``count`` quiet NaNs of ``dtype`` whose payloads differ by buffer and position."""
+    base, mask = _QUIET_NAN[dtype.itemsize]
+    payload = (np.arange(count, dtype=np.uint64) * 2 + 1 + np.uint64(buffer * 7919)) & np.uint64(mask)
+    return (np.uint64(base) | payload).astype(_UINT[dtype.itemsize])
 
 
 def forward_outputs(spec: KernelSpec, kernel, device: str, inputs: dict[str, Value]) -> dict[str, np.ndarray]:

@@ -112,6 +112,25 @@ def spread(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     (8,),
 )
 
+# A flat launch over a 2-D grid (the row count is implied by the launch, the width fixed):
+# no array grows with the launch, so the other sizes write rows past the end, and what they
+# write is NaN read from past the end of ``phi`` (a NaN tail alone would not show it).
+FLAT = _spec(
+    """import warp as wp
+
+NY = wp.constant(16)
+
+@wp.kernel
+def flat_grid(phi: wp.array2d(dtype=float), dst: wp.array2d(dtype=float)):
+    gid = wp.tid()
+    z = gid // NY
+    x0 = gid % NY
+    dst[z, x0] = 2.0 * phi[z, x0]
+""",
+    [_arr("phi", "float32", (12, 16)), _arr("dst", "float32", (12, 16), "out")],
+    (192,),
+)
+
 # A float input that reaches the output only through floor: its gradient is zero everywhere.
 FLOORED = _spec(
     """import warp as wp
@@ -168,6 +187,15 @@ def test_a_size_that_runs_out_of_bounds_is_left_out():
     assert vectors_of(STRIDED, run).more_sizes == []
     note = size_note(run, "")
     assert "large: out_of_bounds" in note and "ragged: out_of_bounds" in note
+
+
+def test_writes_of_values_read_past_the_end_are_caught():
+    (run,) = _run([FLAT])
+    assert run.ok
+    assert {label: r.reason for label, _, r in run.more_sizes} == {
+        "large": RejectReason.OUT_OF_BOUNDS,
+        "ragged": RejectReason.OUT_OF_BOUNDS,
+    }
 
 
 def test_resize_grows_extents_tied_to_the_launch():
