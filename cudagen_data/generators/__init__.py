@@ -20,8 +20,9 @@ from .differentiable import adjoint_hazard, declare_forward_only, forward_only_c
 # Bump when a change to any generator changes what it emits for a given seed, or when the
 # rows change otherwise (3: machine-independent paths in the CUDA and in logs, issue #18;
 # 4: kernels stay inside what Warp differentiates correctly, issue #12; 5: fewer
-# forward-only atomic kernels; 6: moe top-k selection loops not unrolled).
-GENERATOR_VERSION = "6"
+# forward-only atomic kernels; 6: moe top-k selection loops not unrolled; 7: no by-value scalar
+# argument that the kernel never reads, sizes read from array shapes, issue #23).
+GENERATOR_VERSION = "7"
 
 REDRAWS = 8  # draws after the first while a kernel's adjoint would be wrong
 

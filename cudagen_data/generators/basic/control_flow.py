@@ -192,7 +192,7 @@ def _search(f: Frame) -> None:
         vals = data[kb.world, np.fmod(iv + j, n)]
         hits = np.where(vals > thr_v, float(j), hits)
     kb.begin_loop(f"for {lv} in range({k}):", k, np.array([k]), None, mutable=(found.text,))
-    kb.emit(f"if {a.name}[({i} + {lv}) % {n}] > {thr.text}:")
+    kb.emit(f"if {a.name}[({i} + {lv}) % {a.name}.shape[0]] > {thr.text}:")
     kb.emit(f"    {found.text} = {lv}")
     kb.emit("    break")
     kb.end_loop(has_loop_var=False)

@@ -7,6 +7,7 @@ module turns that into a complete module source and a :class:`KernelSpec`.
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 
@@ -205,9 +206,20 @@ class Frame:
                     changed = True
         return [h for h, k in zip(kb.helpers, keep, strict=False) if k]
 
+    def kept_args(self) -> list:
+        """The arguments the kernel keeps: a by-value scalar that no emitted line (nor a
+        helper it calls) reads is left out of the signature (#23: no argument that reaches
+        nothing)."""
+        text = "\n".join(self.kb.lines + self.used_helpers())
+        return [
+            a
+            for a in self.kb.args
+            if a.kind != "scalar" or "." in a.name or re.search(rf"(?<![\w.]){re.escape(a.name)}\b", text)
+        ]
+
     def source(self) -> str:
         kb = self.kb
-        params = ", ".join(f"{a.name}: {a.annotation(kb.short_annot)}" for a in kb.args)
+        params = ", ".join(f"{a.name}: {a.annotation(kb.short_annot)}" for a in self.kept_args())
         parts = ["import warp as wp\n"]
         for st in kb.structs:
             parts.append("\n" + st)
@@ -223,7 +235,7 @@ class Frame:
             category=self.category,
             kernel_name=self.kernel_name,
             python_source=src,
-            args=tuple(a.spec() for a in self.kb.args),
+            args=tuple(a.spec() for a in self.kept_args()),
             launch_dim=tuple(int(d) for d in self.kb.launch),
             difficulty=difficulty(self.category, tree),
             features=extract_features(src, tree),

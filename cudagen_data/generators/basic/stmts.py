@@ -433,7 +433,8 @@ class BodyGen:
         i, iv = kb.tid[0], kb.tid_exprs[0].vals
         k = loop_var.vals
         r = self.rng.random()
-        size = f"{a.name}.shape[0]" if g.chance(0.5) else str(n)
+        g.chance(0.5)  # kept: the draw that chose a literal size keeps the rng stream (sizes come from the array)
+        size = f"{a.name}.shape[0]"
         if r < 0.4:
             idx, ids = f"({i} + {loop_var.text}) % {size}", np.fmod(iv + k, n)
         elif r < 0.7:
@@ -516,7 +517,8 @@ class BodyGen:
         ids = [e.vals for e in kb.tid_exprs]
         i, iv = idx[axis], ids[axis]
         n = a.shape[axis]
-        size = f"{a.name}.shape[{axis}]" if g.chance(0.6) else str(n)
+        g.chance(0.6)  # kept: the draw that chose a literal size keeps the rng stream (sizes come from the array)
+        size = f"{a.name}.shape[{axis}]"
         off = int(g.pick([1, 1, 1, 2, 3]))
         r = self.rng.random()
         if r < 0.3:

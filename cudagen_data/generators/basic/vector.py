@@ -116,7 +116,7 @@ def _spring(f: Frame) -> None:
     n = a.shape[0]
     i, iv = kb.tid[0], kb.tid_exprs[0].vals
     if f.rng.random() < 0.5:
-        other = kb.element(a, f"({i} + 1) % {n}", (np.fmod(iv + 1, n),))
+        other = kb.element(a, f"({i} + 1) % {a.name}.shape[0]", (np.fmod(iv + 1, n),))
     else:
         other = kb.element(a, f"wp.min({i} + 1, {a.name}.shape[0] - 1)", (np.minimum(iv + 1, n - 1),))
     here = kb.element(a)

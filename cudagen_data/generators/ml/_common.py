@@ -10,6 +10,7 @@ those labels describe what was actually emitted.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -251,6 +252,9 @@ def assemble(
     """The module source for a kernel body: annotations from the arg specs, then module_source."""
     ann_style = int(coin(rng, 0.3))
     params = []
+    body = code.text() + "\n".join(funcs)
+    # a by-value scalar the body never reads is left out (make_spec follows the signature)
+    args = [a for a in args if a.kind != "scalar" or re.search(rf"(?<![\w.]){re.escape(a.name)}\b", body)]
     for a in args:
         if a.dtype.startswith("int"):
             elem = "int" if a.dtype == "int32" else f"wp.{a.dtype}"
@@ -341,11 +345,14 @@ def make_spec(
 ) -> KernelSpec:
     tree = ast.parse(source)
     features = features_of(tree)
+    signature = next(
+        {p.arg for p in n.args.args} for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel_name
+    )
     return KernelSpec(
         category=category,
         kernel_name=kernel_name,
         python_source=source,
-        args=tuple(args),
+        args=tuple(a for a in args if a.name in signature),  # assemble() leaves out scalars nothing reads
         launch_dim=tuple(int(d) for d in launch_dim),
         difficulty=difficulty(category, tree, features, algorithmic),
         features=features,
