@@ -333,7 +333,6 @@ DEFERRED_BEING_REWRITTEN = {
     "cudagen_data/mine/discover.py",
     "cudagen_data/mine/folder.py",
     "cudagen_data/mine/locate.py",
-    "cudagen_data/mine/pool.py",
     "cudagen_data/mine/recheck.py",
     "cudagen_data/mine/worker.py",
     "cudagen_data/pipeline/pool.py",

@@ -17,20 +17,18 @@ dead or killed worker's.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 
 from .. import warp_boundary
-from ..pipeline.pool import PipeWorker
+from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 from .reference import DEFAULT_FRESH_SETS
 from .structure import row_key
 
 EXIT_CONTEXT_LOST = 3
+__all__ = ["Job", "Outcome", "PoolError", "WorkerPool", "process_job", "run_inline"]
 REFERENCE_CACHE = 64  # rows whose reference a worker keeps
 # A candidate that never finishes (an endless loop on the GPU) must not stall the run: its
 # worker is killed and it fails.  The row's CPU reference (a Warp CPU build of the kernel
@@ -126,45 +124,71 @@ def _context_usable(device: str) -> bool:
 
 
 def _worker_main(conn, device: str) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    prepare_worker()
     warp_boundary.warp()
     cache: OrderedDict = OrderedDict()
-    conn.send(("ready", None))
-    while True:
-        job = conn.recv()
-        if job is None:
-            warp_boundary.remove_nvrtc_pch(os.getpid())
-            return
+
+    def handle(job: Job):
         for kind, payload in process_job(job, device, cache, precompiled_header=device.startswith("cuda")):
             if kind == "context_lost":
-                conn.close()
                 warp_boundary.remove_nvrtc_pch(os.getpid())
-                os._exit(EXIT_CONTEXT_LOST)
-            conn.send((kind, payload))
+                yield EXIT, EXIT_CONTEXT_LOST
+            yield kind, payload
         warp_boundary.clear_private_cache()
-        conn.send(("done", None))
+
+    serve(conn, handle)
+    warp_boundary.remove_nvrtc_pch(os.getpid())
 
 
-class _Worker(PipeWorker):
-    def __init__(self, ctx, device: str):
-        super().__init__(ctx, _worker_main, device)
-        self.job: Job | None = None
+class _JobTask(PipeTask):
+    """A job on a worker: outcomes stream in; a silent worker is killed after the reference
+    or candidate time limit; a lost one fails the candidate in flight, the rest runs again."""
+
+    def __init__(self, job: Job, pool: WorkerPool):
+        self.job_, self.pool = job, pool
         self.done: set[int] = set()
         self.referenced = False
-        self.ready = False  # it has started Warp and can take work
-        self.progress = time.monotonic()  # when it last reported anything
-        self.timed_out = False
-        self.rows: set[str] = set()  # rows whose reference it holds
 
-    def give(self, job: Job) -> None:
-        self.job, self.done, self.referenced = job, set(), False
-        self.progress = time.monotonic()
-        self.rows.add(row_key(job.row))
-        self.send(job)
+    def job(self) -> Job:
+        return self.job_
+
+    def on_message(self, kind: str, payload) -> None:
+        if kind == "reference":
+            self.referenced = True
+        elif kind == "outcome":
+            self.pool.results[payload.key] = payload
+            self.done.add(payload.key)
+
+    def deadline(self, heard: float) -> float:
+        return heard + (self.pool.candidate_timeout if self.referenced else self.pool.reference_timeout)
+
+    def on_lost(self, timed_out: bool, exitcode: int | None) -> list[PipeTask]:
+        job, results = self.job_, self.pool.results
+        left = [c for c in job.candidates if c[0] not in self.done]
+        if not self.referenced:  # the row's own kernel crashed the CPU reference run
+            what = (
+                f"took over {self.pool.reference_timeout:.0f} s"
+                if timed_out
+                else f"crashed its worker ({exit_reason(exitcode)})"
+            )
+            why = f"not judged: the CPU reference run of the row's own kernel {what}"
+            for key, _, _ in left:
+                results[key] = Outcome(key, "run", False, why)
+            return []
+        if left and exitcode != EXIT_CONTEXT_LOST:  # the candidate in flight crashed it
+            culprit, left = left[0], left[1:]
+            why = (f"did not finish within {self.pool.candidate_timeout:.0f} s (worker killed)" if timed_out
+                   else f"crashed its worker: {exit_reason(exitcode)}")  # fmt: skip
+            results[culprit[0]] = Outcome(culprit[0], "run", False, why)
+        return [_JobTask(Job(job.row, job.seed, left, job.fresh_sets, job.timing), self.pool)] if left else []
 
 
-class PoolError(RuntimeError):
-    """Workers die before doing any work (an environment problem)."""
+def _pick(worker, queue) -> _JobTask:
+    """A job for a row this worker holds the reference of, if any waits; else the first."""
+    rows = worker.memo.setdefault("rows", set())
+    task = next((t for t in queue if row_key(t.job_.row) in rows), queue[0])
+    rows.add(row_key(task.job_.row))
+    return task
 
 
 class WorkerPool:
@@ -180,91 +204,27 @@ class WorkerPool:
     ):
         self.device = device
         self.candidate_timeout, self.reference_timeout = candidate_timeout, reference_timeout
-        self.ctx = multiprocessing.get_context("spawn")
-        self.workers = [_Worker(self.ctx, device) for _ in range(max(1, workers))]
-        self.restarts = 0
+        # a dead or killed worker's precompiled header is removed by the pool
+        self.pool = PipePool(_worker_main, (device,), size=workers, on_exit=warp_boundary.remove_nvrtc_pch)
+        self.pool.start()  # Warp starts in the workers while the caller compiles
+        self.results: dict[int, Outcome] = {}
+
+    @property
+    def restarts(self) -> int:
+        return self.pool.deaths
+
+    @property
+    def workers(self) -> list:
+        return self.pool.workers
 
     def run(self, jobs: list[Job]) -> dict[int, Outcome]:
-        results: dict[int, Outcome] = {}
-        queue: deque[Job] = deque(jobs)
-        startup_deaths = 0
-        while queue or any(w.job for w in self.workers):
-            for w in self.workers:
-                if w.job is None and queue:
-                    rid = row_key(queue[0].row)
-                    # a job for a row this worker has the reference of, if any waits
-                    pick = next((j for j in queue if row_key(j.row) in w.rows), None) if rid not in w.rows else queue[0]
-                    pick = pick or queue[0]
-                    queue.remove(pick)
-                    w.give(pick)
-            busy = [w for w in self.workers if w.job is not None]
-            ready = list(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=5.0))
-            now = time.monotonic()
-            for w in busy:
-                limit = self.candidate_timeout if w.referenced else self.reference_timeout
-                if w.ready and w.conn not in ready and now - w.progress > limit and w.proc.is_alive():
-                    w.timed_out = True
-                    w.proc.kill()
-                    w.proc.join(timeout=30)
-                    ready.append(w.proc.sentinel)
-            for w in busy:
-                if w.conn not in ready and w.proc.sentinel not in ready:
-                    continue
-                if self._drain(w, results):
-                    continue
-                self.restarts += 1
-                job = w.job
-                left = [c for c in job.candidates if c[0] not in w.done]
-                if not w.ready:  # it never started: not the job's fault
-                    startup_deaths += 1
-                    if startup_deaths > 3:
-                        raise PoolError(f"worker processes die while starting ({w.exit_reason()})")
-                    queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets, job.timing))
-                elif not w.referenced:  # the row's own kernel crashed the CPU reference run
-                    what = (
-                        f"took over {self.reference_timeout:.0f} s"
-                        if w.timed_out
-                        else f"crashed its worker ({w.exit_reason()})"
-                    )
-                    why = f"not judged: the CPU reference run of the row's own kernel {what}"
-                    for key, _, _ in left:
-                        results[key] = Outcome(key, "run", False, why)
-                elif left:
-                    if w.proc.exitcode != EXIT_CONTEXT_LOST:  # the candidate in flight crashed it
-                        culprit, left = left[0], left[1:]
-                        why = (f"did not finish within {self.candidate_timeout:.0f} s (worker killed)" if w.timed_out
-                               else f"crashed its worker: {w.exit_reason()}")  # fmt: skip
-                        results[culprit[0]] = Outcome(culprit[0], "run", False, why)
-                    if left:
-                        queue.appendleft(Job(job.row, job.seed, left, job.fresh_sets, job.timing))
-                warp_boundary.remove_nvrtc_pch(w.proc.pid)  # a dead worker's precompiled header
-                self.workers[self.workers.index(w)] = _Worker(self.ctx, self.device)
-        return results
-
-    def _drain(self, w: _Worker, results: dict[int, Outcome]) -> bool:
-        try:
-            while w.conn.poll():
-                kind, payload = w.conn.recv()
-                w.progress = time.monotonic()
-                if kind == "ready":
-                    w.ready = True
-                elif kind == "reference":
-                    w.referenced = True
-                elif kind == "outcome":
-                    results[payload.key] = payload
-                    w.done.add(payload.key)
-                elif kind == "done":
-                    w.job = None
-                    return True
-        except (EOFError, OSError):
-            w.proc.join(timeout=30)
-            return False
-        return w.proc.is_alive()
+        self.results = {}
+        for _ in self.pool.run([_JobTask(job, self) for job in jobs], pick=_pick):
+            pass
+        return self.results
 
     def close(self) -> None:
-        for w in self.workers:
-            w.stop()
-            warp_boundary.remove_nvrtc_pch(w.proc.pid)  # where it was killed before removing its own
+        self.pool.close()
 
 
 def run_inline(jobs: list[Job], device: str, cache: OrderedDict | None = None) -> dict[int, Outcome]:

@@ -10,6 +10,11 @@ same two methods over a Ray cluster; ``make_executor`` picks one.
 An executor also says what a dead worker costs (``crash_loses_pool``: a process pool
 loses every future, a Ray cluster only the dead task's) and how to run a group of slots
 on its own while bisecting a crash (``run_alone``).
+
+``PipePool`` is the pool of the GPU suite, eval and mining, whose workers keep state
+(a CUDA context, a CPU reference, an imported file) and stream results as they go; the
+policies they differ in (time limits, what a crash costs, recycling) are parameters of the
+pool and of each ``PipeTask``.  Produce's executors need none of that: a batch is pure.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait
 from typing import Any
 
 from .. import spans
 from ..bisect import bisect_failures
+from .orphans import die_with_parent, use_private_tmp
 
 # How an executor reports that a worker died running a task: the task's future fails with
 # this (or a subclass).  The scheduler then re-runs the task with crash isolation.  Every
@@ -51,13 +59,8 @@ class InlineExecutor:
 
 def _worker_init(parent_pid: int) -> None:
     started = time.monotonic()
-    from .orphans import die_with_parent, use_private_tmp
-
-    die_with_parent(parent_pid)  # a parent killed with -9 must not leave workers behind
-    if sys.platform.startswith("linux"):
-        use_private_tmp()  # nor their temporary files (Warp's precompiled header, kernel cache)
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    prepare_worker(parent_pid)
     from .. import warp_boundary
 
     warp_boundary.warp()
@@ -140,9 +143,48 @@ def run_isolated(
     return bisect_failures(list(items), attempt)
 
 
+# ------------------------------------------------------------------ pipe workers
+#
+# The GPU suite, eval and mining keep state in their worker processes (a CUDA context, a
+# CPU reference, an imported file) and stream results back, so they run on PipePool rather
+# than an executor.  One loop serves all three; the policies they differ in are parameters
+# of the pool (size, how long a worker may take to start, when it is recycled) and of each
+# task (PipeTask: what a message means, the time limit, what a lost worker costs).
+
+READY, DONE, EXIT = "ready", "done", "exit"
+
+
+def prepare_worker(parent_pid: int | None = None) -> None:
+    """First thing in a pipe worker's process: Ctrl-C is the parent's to handle; with
+    ``parent_pid``, die with the parent (a parent killed with -9 must not leave workers
+    behind) and keep temporary files in a folder of its own (nor their files)."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
+        if sys.platform.startswith("linux"):
+            use_private_tmp()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def serve(conn, handle: Callable[[Any], Iterable[tuple[str, Any]]]) -> None:
+    """A pipe worker's loop, in its process: says ready, then sends every message
+    ``handle(job)`` yields for each job received, and (DONE, None) after it; a job of None
+    ends the loop.  A handler that yields (EXIT, code) ends the process at once with that
+    exit code (nothing more can run in it: a lost CUDA context)."""
+    conn.send((READY, None))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        for kind, payload in handle(job):
+            if kind == EXIT:
+                conn.close()
+                os._exit(payload)
+            conn.send((kind, payload))
+        conn.send((DONE, None))
+
+
 class PipeWorker:
-    """A spawned process at the other end of a pipe: the worker handle of the pools that
-    keep a CUDA context or an import per process (the GPU suite's, eval's, mining's).
+    """A spawned process at the other end of a pipe (the target runs :func:`serve`).
     ``target(conn, *args)`` runs in the child; what travels on the pipe is the caller's,
     but ``None`` asks the child to stop."""
 
@@ -151,6 +193,11 @@ class PipeWorker:
         self.proc = ctx.Process(target=target, args=(child, *args), daemon=True)
         self.proc.start()
         child.close()
+        self.ready = False  # it said READY: it has started and can take work
+        self.task: PipeTask | None = None
+        self.started = self.heard = time.monotonic()  # heard: its last message (or the hand-over)
+        self.weight = 0  # task weight it has run (PipePool's recycle_after)
+        self.memo: dict[str, Any] = {}  # what a pool's user keeps per worker (eval: rows it holds)
 
     def send(self, message: Any) -> None:
         try:
@@ -172,6 +219,167 @@ class PipeWorker:
 
     def exit_reason(self) -> str:
         return exit_reason(self.proc.exitcode)
+
+    def drain(self) -> str | None:
+        """Take every message waiting: DONE when its task is done, "dead" when the process
+        has died, else None (still running).  Others go to its task's ``on_message``."""
+        try:
+            while self.conn.poll():
+                kind, payload = self.conn.recv()
+                self.heard = time.monotonic()
+                if kind == READY:
+                    self.ready = True
+                elif kind == DONE:
+                    return DONE
+                else:
+                    self.task.on_message(kind, payload)
+        except (EOFError, OSError):
+            self.proc.join(timeout=30)  # its exit code names the signal
+            return "dead"
+        return None if self.proc.is_alive() else "dead"
+
+
+class PipeTask:
+    """One job for a :class:`PipePool`, with its policies: what its messages mean (they
+    stream in as the worker sends them), its time limit, and what a lost worker costs."""
+
+    weight = 1  # what it counts toward the pool's recycle_after (mining: files)
+    given_at = 0.0  # when the pool handed it to a worker (monotonic; set by the pool)
+
+    def job(self) -> Any:
+        """What is sent to the worker."""
+        raise NotImplementedError
+
+    def on_message(self, kind: str, payload: Any) -> None:
+        """A message the worker sent about this task."""
+
+    def on_done(self) -> None:
+        """The worker finished it."""
+
+    def deadline(self, heard: float) -> float | None:
+        """When (monotonic) the worker is killed unless it has finished; ``heard``: its last
+        message.  None: no time limit."""
+        return None
+
+    def on_lost(self, timed_out: bool, exitcode: int | None) -> list[PipeTask]:
+        """Its worker died (``exitcode``) or was killed at the deadline: record what that
+        costs; returns the tasks to run again (first, in order)."""
+        return []
+
+
+class PoolError(RuntimeError):
+    """Worker processes die before doing any work (an environment problem, not a task's)."""
+
+
+class PipePool:
+    """Up to ``size`` pipe workers running ``target(conn, *args)``; :meth:`run` runs tasks.
+
+    Workers are started as tasks need them (or by :meth:`start`), get a task once they say
+    ready, and are kept between calls of :meth:`run` until :meth:`close`.  Crash isolation:
+    a worker that dies or passes its task's deadline is killed and replaced, and the task
+    says what to run again.  ``startup_timeout``: seconds a worker may take to say ready;
+    ``startup_deaths``: workers that may die before any is ready, before PoolError;
+    ``recycle_after``: task weight after which a worker is replaced (it keeps what it
+    imported); ``on_exit(pid)``: clean up after a worker that ended (killed ones run no
+    clean-up of their own)."""
+
+    def __init__(
+        self,
+        target: Callable,
+        args: tuple = (),
+        *,
+        size: int,
+        startup_timeout: float | None = None,
+        startup_deaths: int = 3,
+        recycle_after: int | None = None,
+        hint: str = "",
+        on_exit: Callable[[int], None] | None = None,
+    ):
+        self.ctx = multiprocessing.get_context("spawn")  # Warp/LLVM/CUDA threads do not survive a fork
+        self.target, self.args = target, args
+        self.size = max(1, size)
+        self.startup_timeout, self.startup_deaths = startup_timeout, startup_deaths
+        self.recycle_after = recycle_after
+        self.hint = hint  # appended to PoolError's message
+        self.on_exit = on_exit  # called with the pid of every worker that ends (its leftovers)
+        self.workers: list[PipeWorker] = []
+        self.deaths = 0  # workers that died, or were killed, holding a task
+        self._startup_deaths = 0
+
+    def start(self, n: int | None = None) -> None:
+        while len(self.workers) < min(self.size, self.size if n is None else n):
+            self.workers.append(PipeWorker(self.ctx, self.target, *self.args))
+
+    def run(self, tasks: Iterable[PipeTask], pick: Callable | None = None) -> Iterator[PipeTask]:
+        """Run ``tasks`` and those their lost workers give back; yields each task as it ends
+        (done, or lost).  ``pick(worker, queue)``: the task an idle worker takes (default:
+        the first)."""
+        queue: deque[PipeTask] = deque(tasks)
+        while queue or any(w.task is not None for w in self.workers):
+            for w in [w for w in self.workers if w.task is None and w.ready and not w.proc.is_alive()]:
+                self._end(w)  # died idle (between tasks): no task to blame
+            waiting = sum(1 for w in self.workers if w.task is None)
+            self.start(len(self.workers) + max(0, len(queue) - waiting))
+            for w in self.workers:
+                if w.task is None and w.ready and queue:
+                    task = pick(w, queue) if pick is not None else queue[0]
+                    queue.remove(task)
+                    task.given_at = w.heard = time.monotonic()
+                    w.task = task
+                    w.send(task.job())
+            watched = [w for w in self.workers if w.task is not None or not w.ready]
+            ready = wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], timeout=self._timeout(watched))
+            now = time.monotonic()
+            for w in watched:
+                if w.conn in ready or w.proc.sentinel in ready:
+                    status = w.drain()
+                elif (limit := self._deadline(w)) is not None and now >= limit:
+                    w.proc.kill()
+                    w.proc.join(timeout=30)
+                    status = "timeout"
+                else:
+                    continue
+                if status == DONE:
+                    task, w.task = w.task, None
+                    task.on_done()
+                    w.weight += task.weight
+                    if self.recycle_after is not None and w.weight >= self.recycle_after:
+                        self._end(w, stop=True)
+                    yield task
+                elif status is not None:
+                    code = w.proc.exitcode
+                    self._end(w)
+                    if w.task is None:
+                        self._died_starting(w, code)
+                        continue
+                    self.deaths += 1
+                    task = w.task
+                    queue.extendleft(reversed(task.on_lost(status == "timeout", code)))
+                    yield task
+
+    def _deadline(self, w: PipeWorker) -> float | None:
+        if w.task is not None:
+            return w.task.deadline(w.heard)
+        return None if self.startup_timeout is None else w.started + self.startup_timeout
+
+    def _timeout(self, watched: list[PipeWorker]) -> float | None:
+        limits = [t for w in watched if (t := self._deadline(w)) is not None]
+        return max(0.0, min(limits) - time.monotonic()) if limits else None
+
+    def _died_starting(self, w: PipeWorker, code: int | None) -> None:
+        self._startup_deaths += 1
+        if self._startup_deaths >= self.startup_deaths and not any(x.ready for x in self.workers):
+            raise PoolError(f"worker processes die while starting ({exit_reason(code)}){self.hint}")
+
+    def _end(self, w: PipeWorker, *, stop: bool = False) -> None:
+        self.workers.remove(w)
+        w.stop() if stop else w.kill()
+        if self.on_exit is not None:
+            self.on_exit(w.proc.pid)
+
+    def close(self, *, kill: bool = False) -> None:
+        for w in list(self.workers):
+            self._end(w, stop=not kill)
 
 
 def exit_reason(code: int | None) -> str:
