@@ -143,12 +143,15 @@ def _floor_worker(args) -> dict:
 def pooled(worker, sources: list, workers: int, *extra) -> tuple[float, list]:
     """Wall time of ``worker((share, *extra))`` over ``workers`` spawned processes, each
     given every ``workers``-th source, and what each returned; process start-up is
-    outside the timing."""
+    outside the timing.  A worker that dies (a kernel corrupting the heap, as Warp's CPU
+    backend can) raises BrokenProcessPool rather than leaving the benchmark waiting."""
+    import concurrent.futures as cf
+
     shares = [sources[i::workers] for i in range(workers)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(worker, [([], *extra)] * workers)
+    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(worker, [([], *extra)] * workers))
         t0 = time.perf_counter()
-        returned = pool.map(worker, [(share, *extra) for share in shares])
+        returned = list(pool.map(worker, [(share, *extra) for share in shares]))
         return time.perf_counter() - t0, returned
 
 
@@ -199,7 +202,7 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
         if not r.get("python_source"):
             continue
         spec = None
-        if RejectReason(r["reason"]).stage in RUN_STAGES:
+        if RejectReason(r["reason"]).stage in RUN_STAGES and r["reason"] != RejectReason.WORKER_CRASH:
             spec = generate(r["category"], seed, r["index"])
             assert spec.python_source == r["python_source"], "a reject's regenerated source differs"
         items.append((r["python_source"], spec))
@@ -523,8 +526,14 @@ def main() -> None:
         print(f"        stage seconds (summed over workers): {stats['stage_seconds']}")
         print(f"        peak worker RSS {rss:.0f} MB")
         if not args.skip_floor:
+            from concurrent.futures.process import BrokenProcessPool
+
             items = floor_items(tmp / "full")
-            floor_s, floor_returned = pooled(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
+            try:
+                floor_s, floor_returned = pooled(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
+            except BrokenProcessPool:
+                print("floor:  not measured: a floor worker died (a kernel crashed Warp's CPU backend)")
+                return
             print(
                 f"floor:  codegen + batched front-end NVRTC of the same {len(items)} kernels, batched CPU build and"
                 f" run + gradient check of the {sum(spec is not None for _, spec in items)} that passed NVRTC,"
