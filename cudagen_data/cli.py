@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -82,11 +84,31 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler stopping the job, ``kill PID``): stopped like Ctrl-C, so that
+    the same clean-up runs (workers shut down, the last commit kept)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def expected_errors(fn):
-    """Expected failures become one line on stderr and a non-zero exit, never a traceback."""
+    """Expected failures become one line on stderr and a non-zero exit, never a traceback.
+    SIGINT (exit 130) and SIGTERM (exit 143) stop the command cleanly: what was committed
+    is kept and the same command resumes."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+        try:
+            return _run(*args, **kwargs)
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _run(*args, **kwargs):
         from .contracts.manifest import ManifestError
         from .dataset.store import DatasetError
         from .extract import ExtractError
@@ -107,11 +129,10 @@ def expected_errors(fn):
             NvrtcUnavailable,
         ) as exc:
             _fail(str(exc))
-        except KeyboardInterrupt:
-            typer.echo(
-                "\ninterrupted: everything committed so far is kept; run the same command again to resume", err=True
-            )
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+            typer.echo(f"\n{what}: everything committed so far is kept; run the same command again to resume", err=True)
+            raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
 
     return wrapper
 

@@ -4,8 +4,11 @@ For every row that ships a backward, the seeded scalar loss ``L = sum(output * s
 (the seeds are the row's recorded output gradients) is differentiated two ways at the
 row's recorded inputs: by Warp's tape (the adjoint that ``cuda_backward`` computes) and by
 central finite differences of the forward, on *probes*: single elements of every float
-array input (in and in/out; components of vectors count as elements) and one random
-direction through all of them at once.
+array input (in and in/out; components of vectors count as elements), one random
+direction through all elements of each such input, and one through all of them at once.
+The directions catch an adjoint that is wrong at a few elements only (a loop whose trip
+count depends on the thread, wrong for the threads that iterate twice or more), which
+a handful of single elements can miss (tests/test_gradcheck.py shows one).
 
 Precision.  The check runs on the kernel's float64 twin (``numerics/twin.py``) where Warp
 accepts it: the twin is the row's own source with its float types widened, so Warp
@@ -65,6 +68,7 @@ FLOAT32 = Precision("float32", (3e-2, 1e-2, 3e-3), 1e-3, 5e-2, 1e-3)
 ELEMENT_PROBES = 3  # per float array input: its largest tape gradient, then random elements
 MAX_ELEMENT_PROBES = 9  # per kernel
 RETRIES = 3  # extra draws per probe that lands on a non-smooth point
+DIRECTIONS = True  # the random-direction probes (tests switch them off to show what elements alone miss)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ def seeded_args(spec: KernelSpec) -> list[ArgSpec]:
 _NO_ADJOINT = (
     "tile_scan_inclusive",
     "tile_scan_exclusive",
+    "tile_scan_max_inclusive",
+    "tile_scan_min_inclusive",
     "tile_reduce",
     "tile_max",
     "tile_min",
@@ -497,11 +503,11 @@ def _check_one(plan: _Plan, kernel, device: str, original: KernelSpec) -> Gradie
         tape = float(grads[arg.name].ravel()[flat])
         return _Probe(tape, fd[0], 0.0, fd[1]) if fd else _Probe(tape, None, 0.0)
 
-    def direction_probe() -> _Probe:
-        d = {a.name: rng.standard_normal(np.asarray(plan.inputs[a.name]).shape) for a in args}
+    def direction_probe(names: list[str]) -> _Probe:
+        d = {n: rng.standard_normal(np.asarray(plan.inputs[n]).shape) for n in names}
         top = max(float(np.max(np.abs(v))) for v in d.values())
         d = {n: v / top for n, v in d.items()}
-        scale = max(1.0, max(float(np.max(np.abs(np.asarray(plan.inputs[a.name])))) for a in args))
+        scale = max(1.0, max(float(np.max(np.abs(np.asarray(plan.inputs[n])))) for n in names))
         terms = sum(float(np.sum(np.abs(grads[n] * v))) for n, v in d.items())
         tape = float(sum(np.sum(grads[n] * v) for n, v in d.items()))
         fd = _difference(runner, base, d, scale, prec)
@@ -522,12 +528,15 @@ def _check_one(plan: _Plan, kernel, device: str, original: KernelSpec) -> Gradie
                         break
                     non_smooth += 1
                 budget -= 1
-        for _ in range(1 + RETRIES):
-            probe = direction_probe()
-            if probe.fd is not None:
-                probes.append(probe)
-                break
-            non_smooth += 1
+        # each input's elements at once, then all inputs at once (the same, for one input)
+        groups = [[a.name] for a in args] + ([[a.name for a in args]] if len(args) > 1 else [])
+        for names in groups if DIRECTIONS else []:
+            for _ in range(1 + RETRIES):
+                probe = direction_probe(names)
+                if probe.fd is not None:
+                    probes.append(probe)
+                    break
+                non_smooth += 1
     except Exception as exc:  # noqa: BLE001
         return GradientCheck("unverified", f"the check could not run the kernel: {type(exc).__name__}", prec.name)
 

@@ -50,6 +50,24 @@ def dyn_loop(x: wp.array2d(dtype=float), n: int, y: wp.array(dtype=float)):
         (arr("x", (4, 8)), scalar("n", "int32", 8), arr("y", (4,), "out")),
         (4,),
     ),
+    # The trip count depends on the thread: Warp 1.19 drops the loop from the adjoint (the
+    # gradient through it is zero).  Only the threads with col % 6 == 5 loop (one column in
+    # six), so single-element probes mostly land on right elements: a random direction
+    # over all of x catches it (test_gradcheck.py shows both).
+    "thread_bound_loop": _spec(
+        "split_cells",
+        """@wp.kernel
+def split_cells(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    col = wp.tid()
+    v = x[col]
+    acc = float(0.0)
+    for j in range(col % 6 - 4):
+        acc += v * v
+    y[col] = acc * acc + v
+""",
+        (arr("x", (48,)), arr("y", (48,), "out")),
+        (48,),
+    ),
     "tile_scan": _spec(
         "scan_k",
         """@wp.kernel

@@ -13,6 +13,7 @@ from cudagen_data.numerics.twin import twin_spec, widen_all
 
 CONSTRUCT = {
     "dynamic_loop": "dynamic for loop",
+    "thread_bound_loop": "dynamic for loop",
     "tile_scan": "tile_scan_inclusive",
     "tile_reduce": "tile_reduce",
     "tile_max": "tile_max",
@@ -80,6 +81,20 @@ def test_bad_constructs_are_caught_in_float32_too(bad):
         gradcheck._plan = original
     assert [c.status for c in checks] == ["mismatch"] * len(names)
     assert {c.precision for c in checks} == {FLOAT32.name}
+
+
+def test_a_wrong_gradient_at_a_few_elements_is_caught_by_the_random_direction(bad, monkeypatch):
+    """split_cells's adjoint is wrong at one column in six: the element probes (its
+    largest tape gradient and two random elements) miss it; the random direction over
+    all of x does not."""
+    from cudagen_data import gradcheck
+
+    spec, run, with_directions = bad["thread_bound_loop"]
+    monkeypatch.setattr(gradcheck, "DIRECTIONS", False)
+    (elements_only,) = check_gradients([spec], [run])
+    assert elements_only.status == "verified" and elements_only.probes == 3, elements_only
+    assert with_directions.status == "mismatch" and with_directions.probes == 4, with_directions
+    assert with_directions.worst_rel_error > 0.1
 
 
 def test_correct_kernels_pass():

@@ -8,6 +8,12 @@ every append file is cut back to its committed size, which removes a torn last l
 any half-written batch alike, and files the state does not know are removed, so a run
 killed at any moment resumes with nothing lost and nothing twice.
 
+What the private folder holds is checked before a run resumes from it, so a file damaged
+outside this tool (a disk error, a careless edit) stops the run with one line naming it
+instead of ending up as wrong rows: the state file carries a checksum of itself, each
+append file's committed bytes an xxh3-64 digest (kept up to date batch by batch), and
+each finished shard its xxh3-128 checksum.
+
 Layout::
 
     README.md  data/{split}-00000-of-0000N.parquet  jsonl/{split}.jsonl (unless --no-jsonl)
@@ -59,12 +65,24 @@ class RunState:
     shard_rows: int = shards.SHARD_ROWS
     shards: dict[str, list[dict]] = field(default_factory=lambda: {s: [] for s in SPLITS})  # finished: rows, xxh3_128
     spool_rows: dict[str, int] = field(default_factory=lambda: {s: 0 for s in SPLITS})  # rows in each open spool
+    digests: dict[str, str] = field(default_factory=dict)  # append file -> xxh3-64 of its committed bytes
 
     def append_files(self) -> list[str]:
         return [*(JSONL_FILES if self.jsonl else ()), REJECTS_FILE, *shards.open_spools(self).values()]
 
     def to_json(self) -> bytes:
-        return orjson.dumps(self.__dict__, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        return orjson.dumps(
+            {**self.__dict__, "check": state_check(self.__dict__)}, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
+        )
+
+
+def state_check(data: dict) -> str:
+    """The checksum a state file carries of the rest of itself."""
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest(
+        orjson.dumps({k: v for k, v in data.items() if k != "check"}, option=orjson.OPT_SORT_KEYS)
+    )
 
 
 class DatasetFolder:
@@ -73,6 +91,7 @@ class DatasetFolder:
         such as ``cudagen negatives``, keeps a state of its own)."""
         self.root = Path(root)
         self.state_file = state_file
+        self._hashers: dict = {}  # append file -> running xxh3-64 of its committed bytes (start() to commit())
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -85,9 +104,15 @@ class DatasetFolder:
             return None
         try:
             data = orjson.loads(p.read_bytes())
+            check = data.pop("check", None)  # states written before the check have none
             state = RunState(**data)
-        except (orjson.JSONDecodeError, TypeError) as exc:
+        except (orjson.JSONDecodeError, TypeError, AttributeError) as exc:
             raise DatasetError(f"{p}: unreadable run state ({exc}); use --overwrite to start over") from None
+        if check is not None and check != state_check(data):
+            raise DatasetError(
+                f"{p}: the run state does not match its checksum (changed outside this tool); "
+                "use --overwrite to start over"
+            )
         if data.get("format") != STATE_FORMAT:
             raise DatasetError(
                 f"{p}: run state of an older cudagen-data (rows not in shards); finish it with that version, or use "
@@ -124,6 +149,8 @@ class DatasetFolder:
         self.path(self.state_file).parent.mkdir(parents=True, exist_ok=True)
         self.save_state(state)  # first: a run killed from here on resumes (has_outputs)
         notes = shards.remove_stale(self.root, state)
+        self._check_shards(state)
+        self._hashers = {}
         for rel in state.append_files():
             p = self.path(rel)
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -134,11 +161,65 @@ class DatasetFolder:
                     f"{p}: shorter than its committed size ({size} < {committed} bytes); data was lost outside this "
                     "tool; use --overwrite to start over"
                 )
+            self._check_committed(state, rel, committed)
             if size > committed:
                 notes.append(f"{rel}: dropped {size - committed} uncommitted bytes (torn or unfinished batch)")
             with open(p, "ab") as f:
                 f.truncate(committed)
         return notes
+
+    def _check_committed(self, state, rel: str, committed: int) -> None:
+        """Compare an append file's committed bytes with their recorded digest (before
+        anything is cut), and keep the running digest for the next commits."""
+        import xxhash
+
+        digests = getattr(state, "digests", None)
+        if digests is None or (committed and rel not in digests):
+            return  # a state without digests (another writer's, or an older one): nothing to compare
+        hasher = xxhash.xxh3_64()
+        if committed:
+            with open(self.path(rel), "rb") as f:
+                left = committed
+                while left:
+                    block = f.read(min(left, 1 << 20))
+                    hasher.update(block)
+                    left -= len(block)
+            if hasher.hexdigest() != digests[rel]:
+                raise DatasetError(
+                    f"{self.path(rel)}: its committed bytes differ from what the run state recorded (changed "
+                    "outside this tool); use --overwrite to start over"
+                )
+        self._hashers[rel] = hasher
+
+    def _check_shards(self, state) -> None:
+        """Every finished shard the state records is there, with its recorded checksum."""
+        config = shards.config_of(state)
+        for split, done in state.shards.items():
+            for index, shard in enumerate(done):
+                staged = self.path(shards.staged_path(split, index, config))
+                path = staged if staged.exists() else self.path(shards.final_path(split, index, len(done), config))
+                if not path.exists():
+                    raise DatasetError(f"{staged}: a finished shard the run state records is missing; use --overwrite")
+                if file_checksum(path) != shard["xxh3_128"]:
+                    raise DatasetError(
+                        f"{path}: checksum differs from the run state's (changed outside this tool); "
+                        "use --overwrite to start over"
+                    )
+
+    def _track(self, state, rel: str, data: bytes) -> None:
+        digests = getattr(state, "digests", None)
+        hasher = self._hashers.get(rel)
+        if digests is None:
+            return
+        if hasher is None:
+            if state.sizes[rel] != len(data):  # bytes before this commit that no digest covers
+                digests.pop(rel, None)
+                return
+            import xxhash
+
+            hasher = self._hashers[rel] = xxhash.xxh3_64()
+        hasher.update(data)
+        digests[rel] = hasher.hexdigest()
 
     def save_state(self, state: RunState) -> None:
         atomic_write(self.path(self.state_file), state.to_json())
@@ -155,13 +236,21 @@ class DatasetFolder:
             if not chunk:
                 continue
             data = b"".join(chunk)
-            with open(self.path(rel), "ab") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(self.path(rel), "ab") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # a full disk: name the file (the state still says what is committed)
+                exc.filename = exc.filename or str(self.path(rel))
+                raise
             state.sizes[rel] = state.sizes.get(rel, 0) + len(data)
+            self._track(state, rel, data)
         for split, index in filled:
             shards.close_spool(self.root, state, split, index)
+            rel = shards.spool_path(split, index, shards.config_of(state))
+            self._hashers.pop(rel, None)
+            getattr(state, "digests", {}).pop(rel, None)
         self.save_state(state)
         for split, index in filled:  # in a shard now, and the state says so
             self.path(shards.spool_path(split, index, shards.config_of(state))).unlink()

@@ -15,14 +15,15 @@ import numpy as np
 import xxhash
 
 from ..spec import KernelSpec
-from .differentiable import adjoint_hazard, declare_forward_only, forward_only_cause
+from .differentiable import THREAD_BOUND, adjoint_hazard, declare_forward_only, forward_only_cause
 
 # Bump when a change to any generator changes what it emits for a given seed, or when the
 # rows change otherwise (3: machine-independent paths in the CUDA and in logs, issue #18;
 # 4: kernels stay inside what Warp differentiates correctly, issue #12; 5: fewer
 # forward-only atomic kernels; 6: moe top-k selection loops not unrolled; 7: no by-value scalar
-# argument that the kernel never reads, sizes read from array shapes, issue #23).
-GENERATOR_VERSION = "7"
+# argument that the kernel never reads, sizes read from array shapes, issue #23; 8: no backward
+# through a loop whose trip count depends on the thread, tile_scan_max/min forward-only, issue #26).
+GENERATOR_VERSION = "8"
 
 REDRAWS = 8  # draws after the first while a kernel's adjoint would be wrong
 
@@ -73,6 +74,8 @@ def generate(category: str, seed: int, index: int) -> KernelSpec:
             break
         spec = fn(rng)
         cause = forward_only_cause(spec)
+    if not cause and adjoint_hazard(spec) == THREAD_BOUND:
+        cause = THREAD_BOUND  # never shipped with a backward: Warp's is wrong (issue #26)
     if cause:
         spec = declare_forward_only(spec, cause)
     return dataclasses.replace(spec, category=category, seed=int(seed), index=int(index))

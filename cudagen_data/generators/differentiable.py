@@ -8,11 +8,15 @@ Two decisions per generated kernel, from its source and argument specs alone:
   kernel becomes an explicit forward-only row, ``wp.set_module_options({"enable_backward":
   False})`` in its source, so Warp emits no backward and ``cuda_backward`` is honestly empty;
 - *differentiable, but in a form Warp's adjoint gets wrong* (DESIGN.md, "What Warp 1.19
-  differentiates wrongly"): a value carried by a dynamic ``for`` loop and used after it
-  other than by a plain store, a recurrence inside a dynamic loop that is not a plain
-  sum, writing a vector/matrix component twice, reading an output array before the
-  kernel overwrites it.  The generator draws again (same rng stream, so still a function
-  of the seed); the row-level gradient check is the safety net behind this prediction.
+  differentiates wrongly"): a dynamic ``for`` loop whose trip count depends on the
+  thread (Warp 1.19 drops such a loop's adjoint: the gradient through it is zero), a
+  value carried by a dynamic ``for`` loop and used after it other than by a plain store,
+  a recurrence inside a dynamic loop that is not a plain sum, writing a vector/matrix
+  component twice, reading an output array before the kernel overwrites it.  The
+  generator draws again (same rng stream, so still a function of the seed); a kernel
+  whose trip count still depends on the thread after the redraws is declared
+  forward-only (generators/__init__.py); for the other hazards the row-level gradient
+  check is the safety net behind this prediction.
 
 A loop is *dynamic* unless its bounds are literals or ``wp.constant`` values and it runs
 at most ``MAX_UNROLL`` times (Warp unrolls those, and unrolled code differentiates
@@ -35,7 +39,15 @@ FORWARD_ONLY_LINE = 'wp.set_module_options({"enable_backward": False})'
 # and tile_min lack adjoints too, but kernels often use them where the gradient through
 # them is zero, as the max shift of a softmax: the gradient check decides those, and
 # tile_reduce; tile_full of a computed value is an adjoint hazard: drawn again.)
-NO_ADJOINT = ("tile_scan_inclusive", "tile_scan_exclusive", "tile_argmax", "tile_argmin", "frac")
+NO_ADJOINT = (
+    "tile_scan_inclusive",
+    "tile_scan_exclusive",
+    "tile_scan_max_inclusive",  # is_differentiable=False in Warp 1.19 (found by the issue #26 audit)
+    "tile_scan_min_inclusive",
+    "tile_argmax",
+    "tile_argmin",
+    "frac",
+)
 
 
 _memo = threading.local()  # .walks: set during one adjoint_hazard call (per thread)
@@ -186,6 +198,7 @@ class _Body:
 
     def function(self, fn: ast.FunctionDef) -> str | None:
         self.ints = _int_names(fn)
+        self.uniform = _uniform_names(fn, self.scalars)
         self.params = {a.arg for a in fn.args.args}
         self.parents = {child: node for node in _walk(fn) for child in ast.iter_child_nodes(node)}
         self.selection_only = _selection_only(fn, self.parents)
@@ -220,6 +233,8 @@ class _Body:
                         component_writes.pop(t.id)  # a fresh value
             if isinstance(stmt, ast.For):
                 dyn = self.dynamic(stmt)
+                if dyn and not all(_uniform(a, self.uniform) for a in getattr(stmt.iter, "args", [stmt.iter])):
+                    return THREAD_BOUND
                 if dyn:
                     hazard = _loop_hazard(stmt, stmts[i + 1 :], self)
                     if hazard:
@@ -254,6 +269,62 @@ def _stored_later(stmts: list[ast.stmt], name: str, read: ast.AST) -> bool:
                 if isinstance(t, ast.Subscript) and _base(t) == name and not isinstance(node, ast.AugAssign):
                     return True
     return False
+
+
+THREAD_BOUND = "dynamic for loop whose trip count depends on the thread (Warp 1.19 drops its adjoint)"
+
+
+def _uniform(node: ast.AST, uniform: set[str]) -> bool:
+    """Whether ``node`` has the same value in every thread: built from literals, uniform
+    names, array shapes and builtins of them; never from ``wp.tid()`` or array data."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in uniform
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape" or _uniform(node.value, uniform)
+    if isinstance(node, ast.Subscript):  # x.shape[0] is uniform; x[i] is data
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and _uniform(node.slice, uniform)
+    if isinstance(node, ast.Call):
+        if _name(node.func) == "tid":
+            return False
+        return all(_uniform(a, uniform) for a in [*node.args, *(k.value for k in node.keywords)])
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple)):
+        return all(_uniform(child, uniform) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    return False
+
+
+def _uniform_names(fn: ast.FunctionDef, scalars: set[str]) -> set[str]:
+    """Names with the same value in every thread: by-value scalars, ``wp.constant`` values,
+    locals assigned only at the top of the kernel from uniform values (a name assigned
+    inside a branch or a loop may differ between threads: not uniform, conservatively),
+    and the variables of loops with uniform bounds."""
+    assigned: dict[str, list[ast.AST]] = {}
+    top = {id(stmt) for stmt in fn.body}
+    for node in _walk(fn):
+        for t in _targets(node):
+            if isinstance(t, ast.Name):
+                value = getattr(node, "value", None)
+                ok = id(node) in top and isinstance(node, ast.Assign) and value is not None
+                assigned.setdefault(t.id, []).append(value if ok else None)
+            elif isinstance(t, ast.Tuple):
+                for e in t.elts:
+                    if isinstance(e, ast.Name):
+                        assigned.setdefault(e.id, []).append(None)
+        if isinstance(node, ast.For):  # a loop variable is uniform where the loop's bounds are
+            bounds = node.iter if isinstance(node.iter, ast.Call) and _name(node.iter.func) == "range" else None
+            for n in _walk(node.target):
+                if isinstance(n, ast.Name):
+                    assigned.setdefault(n.id, []).append(bounds)
+    uniform = set(scalars) - set(assigned)
+    changed = True
+    while changed:
+        changed = False
+        for name, values in assigned.items():
+            if name not in uniform and all(v is not None and _uniform(v, uniform) for v in values):
+                uniform.add(name)
+                changed = True
+    return uniform
 
 
 def _int_names(fn: ast.FunctionDef) -> set[str]:

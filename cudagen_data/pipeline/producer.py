@@ -8,6 +8,7 @@ which is also why the scheduler may skip them without changing the result.
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from .config import ProduceConfig, ProduceError, fingerprint
 from .finalize import finalize, load_stats
 from .scheduler import Scheduler
 from .work import BatchResult, merge_results
+
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
 
 
 @dataclass
@@ -154,6 +157,13 @@ def produce(
             return _produce_locked(config, folder, workers, overwrite, progress, on_batch, executor, ray_address)
     except DatasetError as exc:
         raise ProduceError(str(exc)) from None
+    except OSError as exc:  # a full disk, a quota, a file-size limit, a folder made read-only
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise ProduceError(
+            f"{exc.filename or folder.root}: cannot write ({exc.strerror}); what was committed is kept: "
+            "make room (or fix permissions) and run the same command again to resume"
+        ) from None
 
 
 def _produce_locked(

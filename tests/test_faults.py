@@ -1,0 +1,296 @@
+"""Faults injected into a running ``cudagen produce`` (issue #26 §3), and what the user gets.
+
+Each fault: what the command prints, its exit code, and that the same command (or, for a
+damaged private folder, ``--overwrite``) then makes a dataset that ``cudagen validate``
+passes and that is byte for byte the one an undisturbed run makes (timing fields aside).
+The README's "Reliability" table is this module in words.
+
+Tested elsewhere and kept there: ``kill -9`` of the driver at random moments, then resume
+(test_produce.py::test_kill_9_at_random_moments_then_resume); no worker outlives a driver
+killed with -9 (test_orphans.py); a kernel that kills its worker is rejected alone, the
+rest unchanged (test_produce.py::test_a_kernel_that_crashes_its_worker_is_rejected_alone,
+test_ray.py for Ray workers); a second writer (test_lock.py).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from procs import descendants
+from test_produce import comparable
+
+from cudagen_data.pipeline.config import ProduceConfig
+from cudagen_data.pipeline.producer import produce
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, sets rlimits")
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+CONFIG = ProduceConfig(count=160, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
+ARGS = [
+    "produce", "--count", "160", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
+    "--shard-rows", "25", "--no-progress",
+]  # fmt: skip
+RESUME_LINE = "everything committed so far is kept; run the same command again to resume"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref") / "ds"
+    produce(CONFIG, out, workers=0, progress=False)
+    return comparable(out)
+
+
+def cli(*args, **kw):
+    return subprocess.run(
+        [sys.executable, "-m", "cudagen_data.cli", *args], capture_output=True, text=True, env=ENV, **kw
+    )
+
+
+def start(out: Path, *extra: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *ARGS, "--output", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
+
+
+def committed_batches(out: Path) -> int:
+    try:
+        return orjson.loads((out / ".cudagen" / "state.json").read_bytes())["next_batch"]
+    except (OSError, orjson.JSONDecodeError, KeyError):
+        return 0
+
+
+def wait_for_commits(out: Path, proc: subprocess.Popen, batches: int = 2, timeout: float = 120) -> None:
+    t0 = time.time()
+    while committed_batches(out) < batches:
+        assert proc.poll() is None, f"the run ended before its {batches}th commit: {proc.communicate()}"
+        assert time.time() - t0 < timeout, "no commit in time"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
+    """The same command finishes the run; validate passes; the rows are the undisturbed run's."""
+    res = cli(*ARGS, "--output", str(out), "-w", "0", *extra)
+    assert res.returncode == 0, res.stderr
+    res = cli("validate", str(out), "--no-progress", "-w", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert comparable(out) == reference
+
+
+# ------------------------------------------------------------------ signals
+
+
+@pytest.mark.parametrize(
+    "sig, to_group, code, word",
+    [(signal.SIGINT, True, 130, "interrupted"), (signal.SIGTERM, False, 143, "terminated")],
+    ids=["SIGINT-to-the-terminal's-group", "SIGTERM-to-the-driver"],
+)
+def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig, to_group, code, word):
+    out = tmp_path / "ds"
+    proc = start(out, "--workers", "2", start_new_session=True)
+    wait_for_commits(out, proc)
+    family = descendants(proc.pid)
+    assert family, "the run should have worker processes"
+    os.killpg(proc.pid, sig) if to_group else proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"{word}: {RESUME_LINE}"
+    t0 = time.time()
+    while any(alive(p) for p in family) and time.time() - t0 < 20:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in family), "worker processes outlived the stopped run"
+    resumed_and_valid(out, reference)
+
+
+def test_a_worker_killed_with_9_changes_nothing(tmp_path, reference):
+    out = tmp_path / "ds"
+    proc = start(out, "--workers", "2", start_new_session=True)
+    wait_for_commits(out, proc, batches=1)
+    workers = [p for p in descendants(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert workers
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    res = cli("validate", str(out), "--no-progress", "-w", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert comparable(out) == reference
+
+
+# ------------------------------------------------------------------ a full disk
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize("jsonl", ["--jsonl", "--no-jsonl"])
+def test_a_full_disk_is_one_line_and_the_next_run_resumes(tmp_path, reference, jsonl):
+    """A file-size limit (RLIMIT_FSIZE) makes the write that crosses it fail as a full disk
+    does: with --jsonl it hits the JSONL file, with --no-jsonl a shard's spool."""
+    out = tmp_path / "ds"
+    proc = start(out, jsonl, "--workers", "0", preexec_fn=_file_size_limit(150_000))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: {out}/") and "cannot write (File too large)" in lines[0], lines[0]
+    assert lines[0].endswith("make room (or fix permissions) and run the same command again to resume")
+    assert committed_batches(out) >= 1, lines  # it failed mid-run, with batches committed before
+    if jsonl == "--jsonl":
+        resumed_and_valid(out, reference)
+    else:
+        res = cli(*ARGS, "--output", str(out), "-w", "0", jsonl)
+        assert res.returncode == 0, res.stderr
+        res = cli("validate", str(out), "--no-progress", "-w", "0")
+        assert res.returncode == 0, res.stdout + res.stderr
+        ref = {**reference, "rows": None}  # no JSONL files
+        ref["manifest"] = {**reference["manifest"], "config": {**reference["manifest"]["config"], "jsonl": False}}
+        ref["manifest"]["files"] = [f for f in reference["manifest"]["files"] if not f["path"].startswith("jsonl/")]
+        ref["manifest"]["command"] = reference["manifest"]["command"] + " --no-jsonl"
+        got = comparable(out)
+        assert got["shards"] == ref["shards"] and got["rejects"] == ref["rejects"] and got["stats"] == ref["stats"]
+
+
+# ------------------------------------------------------------------ a damaged private folder
+
+
+class _Stop(Exception):
+    pass
+
+
+def _partial_run(out: Path, batches: int) -> None:
+    """A run stopped after ``batches`` commits (state, spools and staged shards on disk)."""
+
+    def stop(_):
+        if committed_batches(out) >= batches:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        produce(CONFIG, out, workers=0, progress=False, on_batch=stop)
+
+
+def _flip(folder: Path, rel: str, at: int) -> str:
+    path = folder / rel
+    data = bytearray(path.read_bytes())
+    data[at] = ord("7") if data[at] != ord("7") else ord("3")
+    path.write_bytes(bytes(data))
+    return rel
+
+
+def _delete(folder: Path, rel: str) -> str:
+    (folder / rel).unlink()
+    return rel
+
+
+def _spool(folder: Path) -> str:
+    """The open train spool (the one a resume appends to)."""
+    (path,) = (folder / ".cudagen/spool").glob("train-*.jsonl")
+    return str(path.relative_to(folder))
+
+
+def _cut(folder: Path, rel: str) -> str:
+    path = folder / rel
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return rel
+
+
+def _edit_state(folder: Path) -> str:
+    """A change that keeps the file valid JSON: one batch more than was committed."""
+    path = folder / ".cudagen/state.json"
+    text = path.read_text()
+    n = orjson.loads(text)["next_batch"]
+    path.write_text(text.replace(f'"next_batch": {n},', f'"next_batch": {n + 1},'))
+    return ".cudagen/state.json"
+
+
+DAMAGE = {
+    # name: (damage: folder -> the file damaged, words in the error)
+    "state-truncated": (lambda d: _cut(d, ".cudagen/state.json"), "unreadable run state"),
+    "state-edited": (_edit_state, "does not match its checksum"),
+    "spool-truncated": (lambda d: _cut(d, _spool(d)), "shorter than its committed size"),
+    "spool-byte-changed": (lambda d: _flip(d, _spool(d), 200), "committed bytes differ"),
+    "jsonl-byte-changed": (lambda d: _flip(d, "jsonl/train.jsonl", 300), "committed bytes differ"),
+    "shard-byte-changed": (lambda d: _flip(d, ".cudagen/shards/train-00000.parquet", 100), "checksum differs"),
+    "shard-deleted": (lambda d: _delete(d, ".cudagen/shards/train-00000.parquet"), "is missing"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_private_file_is_named_and_never_becomes_rows(tmp_path, reference, damage):
+    out = tmp_path / "ds"
+    _partial_run(out, batches=6)  # 60 rows: two shards staged per split-train, a spool open
+    hurt, words = DAMAGE[damage]
+    rel = hurt(out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "lock"}
+    res = cli(*ARGS, "--output", str(out), "-w", "0")
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert lines[0].startswith(f"error: {out / rel}: ") and words in lines[0], lines[0]
+    assert lines[0].endswith("use --overwrite to start over") or lines[0].endswith("use --overwrite"), lines[0]
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "lock"}
+    assert after == before, "the refused resume changed files"
+    resumed_and_valid(out, reference, "--overwrite")
+
+
+# ------------------------------------------------------------------ a read-only folder, as a normal user
+
+AS_NOBODY = """
+import os, pwd, sys
+import typer.main
+from cudagen_data.cli import app
+typer.main.get_command(app).main(["categories"], standalone_mode=False)  # typer's lazy imports, while readable
+nobody = pwd.getpwnam("nobody")
+os.setgid(nobody.pw_gid)
+os.setuid(nobody.pw_uid)
+sys.argv = ["cudagen", *sys.argv[1:]]
+app()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root to user nobody: needs root")
+def test_a_read_only_folder_for_a_normal_user(reference):
+    """A half-made dataset the user may not write (made by another user, or read-only):
+    one line, exit 2, nothing touched; once writable, the same command finishes it."""
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="cudagen-nobody-"))  # pytest's tmp is root's alone (0700)
+    try:
+        os.chmod(home, 0o755)
+        out = home / "ds"
+        _partial_run(out, batches=3)
+        files = [p for p in out.rglob("*")]
+        for p in [out, *files]:
+            os.chmod(p, 0o555 if p.is_dir() else 0o444)
+        before = {p: p.read_bytes() for p in files if p.is_file()}
+        res = subprocess.run([sys.executable, "-c", AS_NOBODY, *ARGS, "--output", str(out), "-w", "0"],
+                             capture_output=True, text=True, env={**ENV, "HOME": str(home)}, timeout=120)  # fmt: skip
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines() == [f"error: --output {out}: no permission to write in it"]
+        assert {p: p.read_bytes() for p in files if p.is_file()} == before
+        for p in [out, *files]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        resumed_and_valid(out, reference)
+    finally:
+        shutil.rmtree(home)
