@@ -394,7 +394,7 @@ def test_stats_command(full_run):
     res = cli("stats", str(out))
     assert res.returncode == 0 and f"{result.stats['total_pairs']} pairs" in res.stdout
     res = cli("stats", str(out / "nope"))
-    assert res.returncode == 1 and "not found" in res.stderr
+    assert res.returncode == 2 and "no such file or folder" in res.stderr
     DatasetFolder(out)  # folder object is cheap and side-effect free
 
 
