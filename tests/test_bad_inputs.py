@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cudagen_data.cli import app
+from cudagen_data.dataset.store import state_check
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
 
@@ -150,11 +151,16 @@ def _other_warp(state: bytes) -> bytes:
     fp["versions"]["warp"] = "0.0.1"
     data["fingerprint"] = orjson.dumps(fp, option=orjson.OPT_SORT_KEYS).decode()
     data["complete"] = False
-    return orjson.dumps(data)
+    return _signed(data)
 
 
 def _old_format(state: bytes) -> bytes:
-    return orjson.dumps({**orjson.loads(state), "format": 1, "complete": False})
+    return _signed({**orjson.loads(state), "format": 1, "complete": False})
+
+
+def _signed(data: dict) -> bytes:
+    """A state as that other version would have written it: its own checksum matches."""
+    return orjson.dumps({**data, "check": state_check(data)})
 
 
 def _torn(state: bytes) -> bytes:
@@ -214,6 +220,7 @@ AS_NOBODY = """
 import os, pwd, sys
 import typer.main
 from cudagen_data.cli import app
+from cudagen_data.dataset.store import state_check
 typer.main.get_command(app).main(["categories"], standalone_mode=False)  # typer's lazy imports, while readable
 nobody = pwd.getpwnam("nobody")
 os.setgid(nobody.pw_gid)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import xxhash
 
 from ..contracts.manifest import SPLITS
 from ..contracts.reject import REJECTS_FILE
@@ -78,8 +79,6 @@ class RunState:
 
 def state_check(data: dict) -> str:
     """The checksum a state file carries of the rest of itself."""
-    import xxhash
-
     return xxhash.xxh3_64_hexdigest(
         orjson.dumps({k: v for k, v in data.items() if k != "check"}, option=orjson.OPT_SORT_KEYS)
     )
@@ -171,8 +170,6 @@ class DatasetFolder:
     def _check_committed(self, state, rel: str, committed: int) -> None:
         """Compare an append file's committed bytes with their recorded digest (before
         anything is cut), and keep the running digest for the next commits."""
-        import xxhash
-
         digests = getattr(state, "digests", None)
         if digests is None or (committed and rel not in digests):
             return  # a state without digests (another writer's, or an older one): nothing to compare
@@ -215,8 +212,6 @@ class DatasetFolder:
             if state.sizes[rel] != len(data):  # bytes before this commit that no digest covers
                 digests.pop(rel, None)
                 return
-            import xxhash
-
             hasher = self._hashers[rel] = xxhash.xxh3_64()
         hasher.update(data)
         digests[rel] = hasher.hexdigest()
