@@ -108,6 +108,7 @@ def writer_lock(root: str | os.PathLike) -> Iterator[None]:
             yield
         finally:
             del _held[key]
+            os.ftruncate(fd, 0)  # no pid left in the folder: two runs leave the same bytes
             _remove_if_unused(root, created)
     finally:
         os.close(fd)  # releases the flock

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import threading
 
+from cudagen_data.warp_boundary.runtime import PRIVATE_TMP_PREFIX
+
 PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.5
 
@@ -53,7 +55,7 @@ def _watch(parent_pid: int) -> None:
             os._exit(1)
 
 
-TMP_PREFIX = "cudagen-worker-"
+TMP_PREFIX = PRIVATE_TMP_PREFIX  # folders named with their process id
 
 
 def use_private_tmp() -> str:

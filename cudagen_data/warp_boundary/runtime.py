@@ -45,13 +45,16 @@ def warp():
     return wp
 
 
+PRIVATE_TMP_PREFIX = "cudagen-worker-"  # + pid: a folder of one process's temporary files
 _cache_dir: str | None = None
 
 
 def _private_cache() -> str:
     global _cache_dir
 
-    _cache_dir = tempfile.mkdtemp(prefix="cudagen-warp-cache-")
+    # named like a private temporary folder (pipeline/orphans.py): if this process is killed,
+    # the next worker that starts removes it
+    _cache_dir = tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{os.getpid()}-warp-cache-")
     atexit.register(shutil.rmtree, _cache_dir, True)
     return _cache_dir
 
