@@ -306,7 +306,9 @@ GUARD_PAD = 1024  # sentinel components after every guarded array, beyond its gr
 
 class Guards:
     """Arrays for :func:`run_kernel`'s ``guard``: each at the start of a larger NumPy buffer
-    whose tail holds a sentinel; :meth:`breach` says whether a launch wrote into a tail.
+    whose tail holds a sentinel, after a head of sentinel too (Warp wraps an index in
+    ``[-n, 0)`` once; one below ``-n`` lands before the array); :meth:`breach` says whether
+    a launch wrote into a tail or a head.
     A float tail holds NaNs whose bits name the buffer and the position (a kernel reading
     them computes NaN: a NaN output fails the run), so a NaN computed from another
     buffer's tail and written into this one is told apart from the sentinel; gradient
@@ -315,16 +317,26 @@ class Guards:
     def __init__(self, factor: float) -> None:
         self.factor = factor
         self.tails: list[tuple[str, np.ndarray, int, bytes]] = []  # (name, buffer, n, tail bytes at start)
+        self.heads: list[tuple[str, np.ndarray, bytes]] = []  # (name, head before the buffer, its bytes at start)
 
     def _buffer(self, name: str, flat: np.ndarray, fill) -> np.ndarray:
+        """The array's buffer (its first ``n`` components, then the tail), placed after a head
+        of as many sentinel components: a guessed size can index below 0 too (``n - 1 - i``
+        with ``n`` left at the generated size), and a write there would land on the heap
+        allocator's own bookkeeping (glibc aborts later, in another kernel's run)."""
         n = flat.size
-        buf = np.empty(int(n * self.factor) + GUARD_PAD, dtype=flat.dtype)
+        size = int(n * self.factor) + GUARD_PAD
+        whole = np.empty(size - n + size, dtype=flat.dtype)
+        head, buf = whole[: size - n], whole[size - n :]
         buf[:n] = flat
         if fill is None:
             buf[n:].view(_UINT[buf.dtype.itemsize])[:] = _nan_bits(buf.dtype, len(self.tails), buf.size - n)
+            head.view(_UINT[buf.dtype.itemsize])[:] = _nan_bits(buf.dtype, len(self.tails) + _HEAD, head.size)
         else:
             buf[n:] = fill
+            head[:] = fill
         self.tails.append((name, buf, n, buf[n:].tobytes()))
+        self.heads.append((name, head, head.tobytes()))
         return buf
 
     def array(self, arg: ArgSpec, value: Value, device: str, requires_grad: bool):
@@ -346,10 +358,14 @@ class Guards:
         for name, buf, n, tail in self.tails:
             if buf[n:].tobytes() != tail:
                 return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r} at this size"
+        for name, head, start in self.heads:
+            if head.tobytes() != start:
+                return RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r} at this size"
         return None
 
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_HEAD = 4099  # heads' NaN payloads: buffer numbers of their own, apart from every tail's
 _QUIET_NAN = {2: (0x7E00, 0x1FF), 4: (0x7FC00000, 0x3FFFFF), 8: (0x7FF8000000000000, 0x7FFFFFFFFFFFF)}
 
 

@@ -131,6 +131,21 @@ def flat_grid(phi: wp.array2d(dtype=float), dst: wp.array2d(dtype=float)):
     (192,),
 )
 
+# Writes y[14 - 2 i] with the literal left at the generated size (Warp wraps an index in
+# [-n, 0) to the end once, as Python does): the other sizes index below -n,
+# i.e. before the array (on an unguarded heap: the allocator's bookkeeping).
+REVERSED = _spec(
+    """import warp as wp
+
+@wp.kernel
+def reverse_fixed(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[14 - 2 * i] = x[i] * 3.0
+""",
+    [_arr("x", "float32", (15,)), _arr("y", "float32", (15,), "out")],
+    (15,),
+)
+
 # A float input that reaches the output only through floor: its gradient is zero everywhere.
 FLOORED = _spec(
     """import warp as wp
@@ -195,6 +210,15 @@ def test_writes_of_values_read_past_the_end_are_caught():
     assert {label: r.reason for label, _, r in run.more_sizes} == {
         "large": RejectReason.OUT_OF_BOUNDS,
         "ragged": RejectReason.OUT_OF_BOUNDS,
+    }
+
+
+def test_a_size_that_writes_before_the_start_is_left_out():
+    (run,) = _run([REVERSED])
+    assert run.ok  # the generated size is fine
+    assert {label: (r.reason, r.detail) for label, _, r in run.more_sizes} == {
+        "large": (RejectReason.OUT_OF_BOUNDS, "writes before the start of 'y' at this size"),
+        "ragged": (RejectReason.OUT_OF_BOUNDS, "writes before the start of 'y' at this size"),
     }
 
 
