@@ -48,8 +48,10 @@ def scorer(gpu):
         yield s
 
 
-def _arithmetic_row(rows):
-    return next(r for r in rows[0] if r["category"] == "arithmetic")
+@pytest.fixture(scope="module")
+def chain_row(gpu):
+    """An elementwise row timed at a scaled size (tests/kernel_rows.py: no dataset to produce)."""
+    return kernel_rows.make_rows(["chain"])[0]
 
 
 def test_own_kernels_against_themselves_time_near_one(scorer, rows):
@@ -82,11 +84,10 @@ def test_a_slowed_copy_is_measured_slower(scorer, rows):
     assert slower >= 0.95
 
 
-def test_a_candidate_that_does_less_at_the_timing_size_fails_its_timed_launches(scorer, rows, gpu):
+def test_a_candidate_that_does_less_at_the_timing_size_fails_its_timed_launches(scorer, chain_row, gpu):
     # right at every size the run stage judges (its launches are smaller), half the work at
     # the timing size: it passes the run stage without timing and fails its timed launches
-    all_rows, preambles = rows
-    row = _arithmetic_row(rows)
+    row, preambles = chain_row, None
     own = scorer.score_many([(row, Candidate(row["id"], row["cuda_forward"]))], preambles)[0]
     assert own.timing["size"].startswith("scaled") and own.timing["launch_dim"][0] > 1 << 16, own.timing
     cand = Candidate(row["id"], partial_at_scale(row["cuda_forward"]))
@@ -97,10 +98,10 @@ def test_a_candidate_that_does_less_at_the_timing_size_fails_its_timed_launches(
     assert got.failed.detail.startswith(f"timed launches: timed forward launch 1 of {TIMED_LAUNCHES}: output")
 
 
-def test_a_candidate_that_does_less_once_checked_fails_its_timed_launches(gpu, rows):
+def test_a_candidate_that_does_less_once_checked_fails_its_timed_launches(gpu, chain_row):
     # a __device__ counter lets every launch after the first return at once (the structure
     # stage forbids __device__ globals; here timing alone must catch it)
-    row = _arithmetic_row(rows)
+    row = chain_row
     lazy = stale_global(row["cuda_forward"])
     ref = compute_reference(row, seed=5)
     with (
@@ -120,10 +121,9 @@ def test_a_candidate_that_does_less_once_checked_fails_its_timed_launches(gpu, r
     assert abs(result.speedup - 1.0) < 0.2
 
 
-def test_score_returns_the_speedup(gpu, rows):
-    row = _arithmetic_row(rows)
-    preamble = rows[1].get(row["preamble_hash"])
-    fast = score(row, Candidate(row["id"], row["cuda_forward"]), device=gpu, preamble=preamble, timing=True)
-    slow = score(row, slowed_forward(row["cuda_forward"]), device=gpu, preamble=preamble, timing=True)
+def test_score_returns_the_speedup(gpu, chain_row):
+    row = chain_row
+    fast = score(row, Candidate(row["id"], row["cuda_forward"]), device=gpu, timing=True)
+    slow = score(row, slowed_forward(row["cuda_forward"]), device=gpu, timing=True)
     assert isinstance(fast.speedup, float) and fast.speedup == fast.timing["speedup"]
     assert slow.speedup < fast.speedup, (fast.timing, slow.timing)
