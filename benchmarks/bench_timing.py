@@ -251,9 +251,14 @@ def main() -> int:
     if bad:
         print(f"error: --part {','.join(bad)}: use {', '.join(PARTS)} or all", file=sys.stderr)
         return 2
-    if args.device != "cpu" and not args.device.startswith("cuda"):
-        print(f"error: --device {args.device}: use cuda:N (or cpu for the stand-in)", file=sys.stderr)
-        return 2
+    if args.device != "cpu":
+        from cudagen_data.eval import Scorer
+
+        try:  # before any rows are made: the Scorer's own check of the device
+            Scorer(args.device, timing=True).close()
+        except ValueError as exc:
+            print(f"error: --device {args.device}: {exc}", file=sys.stderr)
+            return 2
     if args.rows < 1:
         print(f"error: --rows {args.rows}: at least 1", file=sys.stderr)
         return 2
