@@ -7,7 +7,7 @@ slower.  The GPU checks are tests/gpu/test_timing_gpu.py."""
 from __future__ import annotations
 
 import contextlib
-import functools
+import dataclasses
 import math
 import subprocess
 import sys
@@ -18,18 +18,32 @@ import orjson
 import pytest
 
 from cudagen_data import warp_boundary
-from cudagen_data.eval import EvalInputError, EvalReport, Score, Scorer, StageResult, evaluate, format_report, timing
+from cudagen_data.eval import (
+    EvalInputError,
+    EvalReport,
+    Score,
+    Scorer,
+    StageResult,
+    evaluate,
+    format_report,
+    gpu_lock,
+    timing,
+)
 from cudagen_data.eval import run as run_module
 from cudagen_data.eval.pool import Job, run_inline
-from cudagen_data.eval.reference import compute_reference
+from cudagen_data.eval.reference import compute_reference, draw_fresh
 from cudagen_data.eval.report import Result
 from cudagen_data.eval.speed import (
     CANDIDATE,
+    MIN_FLUSH_BYTES,
     REFERENCE,
+    UNKNOWN_L2_FLUSH_BYTES,
     KernelTiming,
     TimingResult,
     fast_p,
+    flush_bytes,
     geometric_mean,
+    partial_at_scale,
     scale_factor,
     scaled_spec,
     schedule,
@@ -37,9 +51,11 @@ from cudagen_data.eval.speed import (
     timing_summary,
 )
 from cudagen_data.eval.timing import TimingMismatch, time_candidate
+from cudagen_data.execution import warp_dtype
 from cudagen_data.extract import extract_kernels, frontend
 from cudagen_data.extract.resources import measure_unit
-from cudagen_data.spec import ArgSpec, KernelSpec
+from cudagen_data.numerics.tolerance import check_array
+from cudagen_data.spec import DTYPES, ArgSpec, KernelSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kernel_rows  # noqa: E402
@@ -121,17 +137,17 @@ def test_scale_factor_and_scaled_spec():
     assert scale_factor(_spec((1 << 23,), {"x": (1 << 23,)})) == 1  # already big
 
 
-def test_gpu_access_is_a_no_op_off_the_gpu():
-    with timing.gpu_access("cpu", exclusive=True), timing.gpu_access("cpu", exclusive=True):
+def test_gpu_lock_is_a_no_op_off_the_gpu():
+    with gpu_lock.gpu_lock("cpu", exclusive=True), timing.gpu_access("cpu", exclusive=True):
         pass
 
 
 def test_gpu_lock_shared_holders_coexist_and_exclusive_waits(tmp_path, monkeypatch):
     import multiprocessing
 
-    monkeypatch.setattr(timing, "_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpu_lock, "LOCK_DIR", str(tmp_path))
     ctx = multiprocessing.get_context("fork")
-    with timing.gpu_access("cuda:0", exclusive=False):
+    with gpu_lock.gpu_lock("cuda:0", exclusive=False):
         shared = ctx.Process(target=_hold, args=(str(tmp_path), False))
         shared.start()
         shared.join(20)
@@ -144,10 +160,60 @@ def test_gpu_lock_shared_holders_coexist_and_exclusive_waits(tmp_path, monkeypat
     assert exclusive.exitcode == 0
 
 
+def test_gpu_lock_nested_in_one_process_is_a_no_op_and_never_upgrades(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_lock, "LOCK_DIR", str(tmp_path))
+    with gpu_lock.gpu_lock("cuda:0", exclusive=True), gpu_lock.gpu_lock("cuda:0", exclusive=False):
+        pass  # a second acquisition in this process would wait for itself at the turnstile
+    with gpu_lock.gpu_lock("cuda:0", exclusive=False):
+        with pytest.raises(RuntimeError, match="exclusive GPU lock asked while this process holds it shared"):
+            with gpu_lock.gpu_lock("cuda:0", exclusive=True):
+                pass
+    assert not gpu_lock._held  # released on the way out
+
+
+def test_pool_shared_access_holds_nothing_so_a_timing_waits_for_one_launch_only(tmp_path, monkeypatch):
+    # pool.py wraps a whole judge in gpu_access(shared): it must not hold the lock (the
+    # launches inside take it one by one), else an exclusive timing would wait for the judge
+    import multiprocessing
+
+    monkeypatch.setattr(gpu_lock, "LOCK_DIR", str(tmp_path))
+    ctx = multiprocessing.get_context("fork")
+    with timing.gpu_access("cuda:0", exclusive=False):
+        exclusive = ctx.Process(target=_hold, args=(str(tmp_path), True))
+        exclusive.start()
+        exclusive.join(20)
+        assert exclusive.exitcode == 0  # got the exclusive lock while the "judge" was in progress
+
+
 def _hold(lock_dir: str, exclusive: bool) -> None:
-    timing._LOCK_DIR = lock_dir
-    with timing.gpu_access("cuda:0", exclusive=exclusive):
+    gpu_lock.LOCK_DIR = lock_dir
+    with gpu_lock.gpu_lock("cuda:0", exclusive=exclusive):
         pass
+
+
+def test_the_run_stage_takes_the_shared_lock_around_each_launch_and_its_sync(monkeypatch):
+    taken = []
+
+    @contextlib.contextmanager
+    def recording_lock(device, exclusive):
+        taken.append(("enter", exclusive))
+        yield
+        taken.append(("exit", exclusive))
+
+    calls = []
+    wp = warp_boundary.warp()
+    real_sync = wp.synchronize_device
+    monkeypatch.setattr(run_module, "gpu_lock", recording_lock)
+    monkeypatch.setattr(wp, "synchronize_device", lambda d=None: (calls.append(len(taken)), real_sync(d))[1])
+    row = kernel_rows.make_rows(["chain"])[0]
+    ref = compute_reference(row, 11, 1)
+    s = ref.sets[0]
+    with warp_boundary.loaded_source(row["python_source"]) as loaded:
+        got = run_module.run_guarded(s.spec, loaded.module.chain, "cpu", s.inputs, s.output_grads, backward=True)
+    assert not got.problems and "x.grad" in got.values
+    # forward launch + sync, then backward + sync: each inside its own shared hold
+    assert taken == [("enter", False), ("exit", False), ("enter", False), ("exit", False)]
+    assert calls == [1, 3]  # each synchronize ran while its hold was taken
 
 
 # ------------------------------------------------------------------ the loop, on Warp's CPU backend
@@ -176,9 +242,25 @@ def k(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     y[i] = wp.sin(x[i]) * 2.0 + x[i] + acc * 0.0
 """
 
-# right on its first launch; then the last thread leaves a mark in its input, and every
-# later launch sees it and does nothing (a kernel that works less once it has been checked)
-LAZY_SRC = """
+# right at the run stage's sizes; at a size over 4096 threads (the timing's) the upper
+# half of the threads return at once: timed launches that do half the work
+# (speed.partial_at_scale is the same edit of a CUDA forward)
+PARTIAL_AT_SCALE_SRC = """
+import warp as wp
+
+@wp.kernel
+def k(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    n = y.shape[0]
+    if n > 4096 and i >= n // 2:
+        return
+    y[i] = wp.sin(x[i]) * 2.0 + x[i]
+"""
+
+# right on its first launch; then the last thread leaves a mark in its input, and a later
+# launch that saw it would do nothing: the restore of every array before every launch
+# erases the mark, so it gains nothing
+MARKS_ITS_INPUT_SRC = """
 import warp as wp
 
 @wp.kernel
@@ -190,6 +272,9 @@ def k(x: wp.array(dtype=float), y: wp.array(dtype=float)):
     if i == n - 1:
         x[i] = x[i] + 10000.0
 """
+
+# the reference's work on the first half only (what a launch that "does less" computes)
+HALF_SRC = PARTIAL_AT_SCALE_SRC.replace("n > 4096 and ", "")
 
 WRONG_SRC = REFERENCE_SRC.replace("* 2.0", "* 2.5")
 
@@ -218,6 +303,7 @@ SPEC = KernelSpec(
     (N,),
     "basic",
 )
+SMALL = timing.Method(warmup=1, timed=5, target_threads=1 << 13, flush_bytes=1 << 16)
 
 
 @contextlib.contextmanager
@@ -226,10 +312,9 @@ def _kernels(*sources):
         yield [stack.enter_context(warp_boundary.loaded_source(s)).module.k for s in sources]
 
 
-def _time(candidate_src, **kw):
-    kw = {"warmup": 1, "timed": 5, "flush_bytes": 1 << 16, "target_threads": 1 << 13, "backward": False, **kw}
+def _time(candidate_src, backward=False, method=SMALL):
     with _kernels(REFERENCE_SRC, candidate_src) as (ref, cand):
-        return time_candidate(SPEC, ref, cand, "cpu", 7, "row", **kw)
+        return time_candidate(SPEC, ref, cand, "cpu", 7, "row", backward=backward, method=method)
 
 
 def test_own_kernel_against_itself_passes_and_is_timed():
@@ -241,18 +326,54 @@ def test_own_kernel_against_itself_passes_and_is_timed():
     assert result.speedup > 0
 
 
-def test_a_slowed_candidate_is_measured_slower():
+def test_a_slowed_candidate_is_measured_slower_and_a_faster_one_faster():
     result = _time(SLOWED_SRC)
     assert result.forward.speedup < 0.5, result.to_dict()
+    # the other way round: the times are the right kernel's (a swap would show here)
+    with _kernels(SLOWED_SRC, REFERENCE_SRC) as (ref, cand):
+        spec = dataclasses.replace(SPEC, python_source=SLOWED_SRC)
+        faster = time_candidate(spec, ref, cand, "cpu", 7, "row", backward=False, method=SMALL)
+    assert faster.forward.speedup > 2.0, faster.to_dict()
 
 
-def test_a_candidate_that_does_less_after_its_first_timed_launch_fails():
-    # no warm-up: its first timed launch is its right one, every later one is caught
-    with pytest.raises(TimingMismatch, match=r"timed forward launch 2 of 5: output 'y' differs"):
-        _time(LAZY_SRC, warmup=0)
-    # with a warm-up it is wrong from its first timed launch on
-    with pytest.raises(TimingMismatch, match=r"timed forward launch 1 of 5"):
-        _time(LAZY_SRC, warmup=1)
+def test_a_candidate_that_does_less_at_the_timing_size_fails():
+    # the run stage's sizes (256 threads here) never see the skipped half
+    with _kernels(PARTIAL_AT_SCALE_SRC) as (k,):
+        run = run_module.run_guarded(SPEC, k, "cpu", *draw_fresh(SPEC, np.random.default_rng(0)), backward=False)
+    assert not run.problems
+    with pytest.raises(TimingMismatch, match=r"timed forward launch 1 of 5: output 'y' differs: \d+ of 8192 values"):
+        _time(PARTIAL_AT_SCALE_SRC)
+
+
+class _LessAfterFirst:
+    """A recorded launch whose first launch is the full kernel and every later one does
+    half the work: what a CUDA candidate with a ``__device__`` launch counter does
+    (tests/gpu/test_timing_gpu.py runs that one); Python kernels keep no state between
+    launches, so the test swaps the launch instead."""
+
+    def __init__(self, full, less):
+        self.full, self.less, self.launches = full, less, 0
+
+    def launch(self):
+        (self.full if self.launches == 0 else self.less).launch()
+        self.launches += 1
+
+
+def test_a_candidate_that_does_less_after_its_first_launch_fails():
+    for warmup, first_wrong in ((0, 2), (1, 1)):  # with no warm-up its first timed launch is its right one
+        method = dataclasses.replace(SMALL, warmup=warmup)
+        with _kernels(REFERENCE_SRC, HALF_SRC) as (ref, half):
+            bench = timing.prepare_row(SPEC, ref, "cpu", 7, "row", method=method)
+            lazy = _LessAfterFirst(bench.launches(ref)[0], bench.launches(half)[0])
+            bench.launches = lambda kernel, lazy=lazy: (lazy, None)
+            with pytest.raises(TimingMismatch, match=rf"timed forward launch {first_wrong} of 5: output 'y' differs"):
+                timing.time_against(bench, half, backward=False, method=method)
+
+
+def test_a_candidate_that_marks_its_input_gains_nothing():
+    # every launch starts from restored memory (inputs too): each of its launches does the work
+    result = _time(MARKS_ITS_INPUT_SRC)
+    assert len(result.forward.candidate_ms) == 5
 
 
 def test_a_wrong_candidate_fails_timing():
@@ -261,9 +382,93 @@ def test_a_wrong_candidate_fails_timing():
 
 
 def test_a_wrong_backward_fails_timing_and_a_forward_only_timing_ignores_it():
-    with pytest.raises(TimingMismatch, match=r"timed backward launch 1 of 5: input gradient 'x.grad' differs"):
+    with pytest.raises(TimingMismatch, match=r"timed backward launch 1 of 5: input gradient 'x' differs"):
         _time(BACKWARD_WRONG_SRC, backward=True)
     assert _time(BACKWARD_WRONG_SRC, backward=False).backward is None
+
+
+# one output of each kind the check meets: float32, float16, float64, int32, a float vector
+COPY_SRC = """
+import warp as wp
+
+@wp.kernel
+def k(a: wp.array(dtype=wp.float32), b: wp.array(dtype=wp.float16), c: wp.array(dtype=wp.float64),
+      d: wp.array(dtype=wp.int32), e: wp.array(dtype=wp.vec3),
+      ya: wp.array(dtype=wp.float32), yb: wp.array(dtype=wp.float16), yc: wp.array(dtype=wp.float64),
+      yd: wp.array(dtype=wp.int32), ye: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    ya[i] = a[i]
+    yb[i] = b[i]
+    yc[i] = c[i]
+    yd[i] = d[i]
+    ye[i] = e[i]
+"""
+
+
+def test_the_device_check_agrees_with_the_tolerance_model():
+    # what the check kernels count (on Warp's CPU backend) against numerics/tolerance.check_array
+    # on the same values: results on either side of the tolerance, a NaN result, and
+    # reference values that are not finite (check_array's scale is then NaN or infinite)
+    wp = warp_boundary.warp()
+    n = 64
+    dtypes = {"a": "float32", "b": "float16", "c": "float64", "d": "int32", "e": "vec3"}
+    args = [ArgSpec(k, "array", t, (n,), "in") for k, t in dtypes.items()]
+    args += [ArgSpec("y" + k, "array", t, (n,), "out") for k, t in dtypes.items()]
+    spec = KernelSpec("c", "k", COPY_SRC, tuple(args), (n,), "basic")
+    rng = np.random.default_rng(3)
+
+    def inputs_with(special: list[float]) -> dict:
+        inputs = {}
+        for a in args:
+            np_dtype, comp = DTYPES[a.dtype]
+            shape = (n, *comp)
+            if a.role == "out":
+                inputs[a.name] = np.zeros(shape, np_dtype)
+            elif np_dtype.startswith("int"):
+                inputs[a.name] = rng.integers(-50, 50, shape).astype(np_dtype)
+            else:
+                v = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)).astype(np_dtype)
+                v.reshape(-1)[: len(special)] = special
+                inputs[a.name] = v
+        return inputs
+
+    verdicts = []
+    with _kernels(COPY_SRC) as (k,):
+        for special, native64 in (([], False), ([], True), ([np.inf, -np.inf], False), ([np.nan], False)):
+            inputs = inputs_with(special)
+            bench = timing.RowBench(spec, "s", k, "cpu", inputs, {}, native64, timed=1)
+            for j, check in enumerate(bench.checks[False]):
+                arg = _arg(spec, check.key)
+                want = inputs[arg.name[1:]]
+                for trial in range(8):
+                    got = want.copy()
+                    flat = got.reshape(-1)
+                    i = int(rng.integers(len(special), flat.size))
+                    if want.dtype.kind != "f":
+                        flat[i] += trial % 2
+                    elif trial < 5:  # about 0.5, 0.98, 1.02, 3 tolerances away (or exact)
+                        finite = want[np.isfinite(want)]
+                        rel, abs_ = (1e-9, 1e-9) if native64 and want.dtype == np.float64 else (1e-2, 1e-3)
+                        tol = rel * abs(float(flat[i])) + abs_ * float(np.max(np.abs(finite)))
+                        factor = (0.5, 0.98, 1.02, 3.0, 0.0)[trial]
+                        flat[i] = float(flat[i]) + rng.choice([-1, 1]) * factor * tol
+                    elif trial == 5:
+                        flat[i] = np.nan  # a NaN where the reference's value is finite
+                    elif trial == 6:
+                        flat[i] = np.inf
+                    else:
+                        flat[: len(special)] = 7.0  # finite where the reference's is not
+                    wp.copy(bench.work[check.key], wp.array(got, dtype=warp_dtype(arg.dtype), device="cpu"))
+                    bench.counters[False].zero_()
+                    check.enqueue(j)
+                    device_ok = int(bench.counters[False].numpy()[j]) == 0
+                    with np.errstate(invalid="ignore"):
+                        model = check_array(check.key, "output", got, want, native64=native64)
+                    assert device_ok == model.ok, (check.key, special, native64, trial, model.describe())
+                    assert check.tolerance == model.tolerance
+                    verdicts.append(model.ok)
+    assert len(verdicts) == 4 * 5 * 8
+    assert 0.2 < sum(verdicts) / len(verdicts) < 0.8  # both verdicts well represented
 
 
 OOB_SRC = """
@@ -288,9 +493,10 @@ def test_a_kernel_whose_size_is_not_its_arguments_is_timed_at_the_recorded_size(
     )
     assert scale_factor(spec, 1 << 12) == 64  # x is as long as the launch
     with _kernels(OOB_SRC) as (k,):
-        big, size = timing.timing_size(spec, k, "cpu", np.random.default_rng(0), 1 << 12)
+        big, size, inputs, _ = timing.timing_size(spec, k, "cpu", 0, "row", 1 << 12)
     assert big is spec and size == "recorded size (launch dim 64)", size
-    # read past the end: w has 64 elements whatever the launch
+    assert inputs["x"].shape == (64,)  # the timing inputs are drawn for the size timed
+    # read past the end: w has 65 elements whatever the launch
     reads = OOB_SRC.replace("y[i // 4] = x[i]", "y[i] = x[i] + w[i]").replace(
         "y: wp", "w: wp.array(dtype=float), y: wp"
     )
@@ -307,30 +513,26 @@ def test_a_kernel_whose_size_is_not_its_arguments_is_timed_at_the_recorded_size(
         "basic",
     )
     with _kernels(reads) as (k,):
-        big, size = timing.timing_size(spec, k, "cpu", np.random.default_rng(0), 1 << 12)
+        big, size, _, _ = timing.timing_size(spec, k, "cpu", 0, "row", 1 << 12)
     assert big is spec, size
 
 
-def test_timing_inputs_are_fixed_by_the_seed():
+def test_timing_inputs_are_fixed_by_the_seed_and_the_row():
     with _kernels(REFERENCE_SRC) as (k,):
-        a = timing.timing_size(SPEC, k, "cpu", timing.probe_rng(7, "row"), 1 << 12)
-        b = timing.timing_size(SPEC, k, "cpu", timing.probe_rng(7, "row"), 1 << 12)
-    assert a == b and a[1] == "scaled x16 (launch dim 4096)"
-    # a size already known for the row is used as given (no probe)
-    with _kernels(REFERENCE_SRC, REFERENCE_SRC) as (ref, cand):
-        kw = {"warmup": 0, "timed": 1, "flush_bytes": 4, "backward": False}
-        probed = time_candidate(SPEC, ref, cand, "cpu", 7, "row", target_threads=1 << 12, **kw)
-        given = time_candidate(SPEC, ref, cand, "cpu", 7, "row", sized=a, **kw)
-    assert probed.size == given.size == a[1]
+        a = timing.timing_size(SPEC, k, "cpu", 7, "row", 1 << 12)
+        b = timing.timing_size(SPEC, k, "cpu", 7, "row", 1 << 12)
+        c = timing.timing_size(SPEC, k, "cpu", 8, "row", 1 << 12)
+        d = timing.timing_size(SPEC, k, "cpu", 7, "other row", 1 << 12)
+    assert a[1] == b[1] == "scaled x16 (launch dim 4096)"
+    assert np.array_equal(a[2]["x"], b[2]["x"])
+    assert not np.array_equal(a[2]["x"], c[2]["x"]) and not np.array_equal(a[2]["x"], d[2]["x"])
 
 
-def test_same_bits():
-    wp = warp_boundary.warp()
-    a = wp.array(np.arange(10, dtype=np.float32), device="cpu")
-    b = wp.array(np.arange(10, dtype=np.float32), device="cpu")
-    assert timing.same_bits(a, b, "cpu")
-    c = wp.array(np.arange(10, dtype=np.float32) + (np.arange(10) == 0) * np.float32(1e-30), device="cpu")
-    assert not timing.same_bits(a, c, "cpu")  # one tiny difference in one element
+def test_flush_size_comes_from_the_l2():
+    assert flush_bytes(50 << 20) == 100 << 20  # H100: twice its L2
+    assert flush_bytes(4 << 20) == MIN_FLUSH_BYTES  # small L2: the floor keeps the GPU busy while Python enqueues
+    assert flush_bytes(None) == UNKNOWN_L2_FLUSH_BYTES
+    assert timing.l2_cache_bytes("cpu") is None
 
 
 # ------------------------------------------------------------------ score, report, command
@@ -385,6 +587,10 @@ def test_timing_needs_a_gpu(tmp_path):
     assert out.stderr.strip().splitlines() == ["error: --timing needs a GPU: --device cpu (use --device cuda:N)"]
 
 
+def _arg(spec: KernelSpec, name: str) -> ArgSpec:
+    return next(a for a in spec.args if a.name == name)
+
+
 def test_slowed_forward_compiles_and_keeps_the_kernel():
     kernel = extract_kernels(REFERENCE_SRC)[0]
     slow = slowed_forward(kernel.forward, 64)
@@ -399,31 +605,51 @@ def test_slowed_forward_compiles_and_keeps_the_kernel():
     assert slowed.ptx_bytes > fast.ptx_bytes
 
 
+def test_partial_at_scale_compiles_and_keeps_the_kernel():
+    kernel = extract_kernels(REFERENCE_SRC)[0]
+    partial = partial_at_scale(kernel.forward, 4096)
+    assert "dim.size > 4096" in partial and partial.endswith(kernel.forward[kernel.forward.index("{") + 1 :])
+    unit = "\n".join((kernel.preamble, kernel.device_functions, partial, kernel.backward))
+    assert frontend.frontend_check(unit, arch=86) == (True, "")
+
+
 # ------------------------------------------------------------------ the run stage's glue, on the CPU
+
+
+def _partial_at_scale_source(row: dict) -> str:
+    """The row's Python kernel with speed.partial_at_scale's edit: half the work over 4096 threads."""
+    skip = "    i = wp.tid()\n    if y.shape[0] > 4096 and i >= y.shape[0] // 2:\n        return\n"
+    edited = row["python_source"].replace("    i = wp.tid()\n", skip, 1)
+    assert edited != row["python_source"]
+    return edited
 
 
 @pytest.fixture
 def cpu_builds(monkeypatch):
-    """The run stage's GPU build replaced by the row's own kernel on Warp's CPU backend (the
-    candidate's text is not compiled: the glue is under test, not the substitution), and the
-    timing scaled down to what the CPU runs in seconds."""
+    """The run stage's GPU build replaced by a kernel on Warp's CPU backend: the row's own,
+    or the Python source the test maps the candidate's text to (the text is not compiled:
+    the glue is under test, not the substitution); the timing scaled down to what the CPU
+    runs in seconds."""
+    sources: dict[str, str] = {}
 
     @contextlib.contextmanager
     def cpu_kernel(row, forward, backward, device, precompiled_header=False):
-        with warp_boundary.loaded_source(row["python_source"]) as loaded:
+        with warp_boundary.loaded_source(sources.get(forward, row["python_source"])) as loaded:
             yield getattr(loaded.module, row["kernel_name"]), "cpu (test)"
 
     monkeypatch.setattr(run_module, "candidate_kernel", cpu_kernel)
     monkeypatch.setattr(timing, "candidate_kernel", cpu_kernel)
-    small = {"warmup": 1, "timed": 3, "flush_bytes": 1 << 12}
-    monkeypatch.setattr(timing, "time_candidate", functools.partial(timing.time_candidate, **small))
-    monkeypatch.setattr(timing, "timing_size", functools.partial(timing.timing_size, target_threads=1 << 10))
+    small = timing.Method(warmup=1, timed=3, target_threads=1 << 13, flush_bytes=1 << 12)
+    monkeypatch.setattr(timing, "METHOD", small)
+    return sources
 
 
 def test_a_job_with_timing_times_its_passing_candidates(cpu_builds):
     row = kernel_rows.make_rows(["chain"])[0]
     fwd, bwd = row["cuda_forward"], row["cuda_backward"]
-    job = Job(row, 11, [(0, fwd, None), (1, fwd, bwd)], fresh_sets=1, timing=True)
+    lazy = partial_at_scale(fwd, 4096)
+    cpu_builds[lazy] = _partial_at_scale_source(row)
+    job = Job(row, 11, [(0, fwd, None), (1, fwd, bwd), (2, lazy, None)], fresh_sets=1, timing=True)
     out = run_inline([job], "cpu")
     assert out[0].ok and out[1].ok, (out[0].detail, out[1].detail)
     assert out[0].timing["backward"] is None  # no backward brought: forward only
@@ -432,5 +658,38 @@ def test_a_job_with_timing_times_its_passing_candidates(cpu_builds):
     assert out[0].timing["size"].startswith("scaled x")  # from the largest recorded size
     ref = compute_reference(row, 11, 1)
     assert out[0].timing["launch_dim"][0] % timing.largest_size(ref).launch_dim[0] == 0
-    untimed = run_inline([Job(row, 11, [(0, fwd, None)], fresh_sets=1)], "cpu")
+    # the row's setup (size, inputs, the reference's results) is paid once, by its first timed candidate
+    assert "row_setup" in out[0].timing["cost_s"] and "row_setup" not in out[1].timing["cost_s"]
+    assert {"prepare", "lock_wait", "locked", "after"} <= set(out[1].timing["cost_s"])
+    # right at every size the run stage judges, half the work at the timing size: fails
+    assert not out[2].ok and out[2].timing is None
+    assert out[2].detail.startswith("timed launches: timed forward launch 1 of 3: output 'y' differs"), out[2].detail
+    untimed = run_inline([Job(row, 11, [(0, fwd, None), (1, lazy, None)], fresh_sets=1)], "cpu")
     assert untimed[0].ok and untimed[0].timing is None
+    assert untimed[1].ok  # without timing nothing runs it at a size where it does less
+
+
+def test_a_row_whose_own_kernel_cannot_be_timed_is_said_so_once(cpu_builds, monkeypatch):
+    row = kernel_rows.make_rows(["chain"])[0]
+    fwd = row["cuda_forward"]
+    calls = []
+
+    def failing(*args, **kw):
+        calls.append(1)
+        raise MemoryError("out of device memory")
+
+    monkeypatch.setattr(timing, "prepare_row", failing)
+    out = run_inline([Job(row, 11, [(0, fwd, None), (1, fwd, None)], fresh_sets=1, timing=True)], "cpu")
+    assert out[0].ok and out[1].ok  # the candidates keep their verdict
+    note = "not timed: the row's own kernel at the timing size: MemoryError: out of device memory"
+    assert note in out[0].notes and note in out[1].notes
+    assert calls == [1]  # tried once per row
+
+
+def test_a_forward_only_row_is_timed_forward(cpu_builds):
+    # its kernel has no backward to record (enable_backward=False): only its forward is timed
+    row = kernel_rows.make_rows(["forward_only"])[0]
+    assert not row["cuda_backward"]
+    out = run_inline([Job(row, 11, [(0, row["cuda_forward"], None)], fresh_sets=1, timing=True)], "cpu")
+    assert out[0].ok and out[0].timing is not None, (out[0].detail, out[0].notes)
+    assert out[0].timing["backward"] is None

@@ -36,6 +36,7 @@ from ..execution import launch, uses_while_loop
 from ..extract import DEFAULT_BLOCK_DIM
 from ..numerics.tolerance import check_array
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
+from .gpu_lock import gpu_lock
 from .reference import InputSet, Reference, grad_key
 
 GUARD_ELEMENTS = 256  # at least this many guard scalars on each side of every array
@@ -213,9 +214,9 @@ def run_guarded(
             args.append(getattr(wp, a.dtype)(*value.reshape(-1).tolist()) if isinstance(value, np.ndarray) else value)
     tape = wp.Tape()
     try:
-        with tape:
+        with gpu_lock(device, exclusive=False), tape:  # per launch: a timing elsewhere waits for this one only
             launch(spec, kernel, args, device)
-        wp.synchronize_device(device)
+            wp.synchronize_device(device)
     except Exception as exc:  # noqa: BLE001
         out.problems.append(f"launch failed: {error_line(exc)}")
         return out
@@ -239,8 +240,9 @@ def run_guarded(
             views[n]: wp.array(np.ascontiguousarray(g), dtype=getattr(wp, _arg(spec, n).dtype), device=device)
             for n, g in output_grads.items()
         }
-        tape.backward(grads=seeds)
-        wp.synchronize_device(device)
+        with gpu_lock(device, exclusive=False):
+            tape.backward(grads=seeds)
+            wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
             buf, g = bufs[a.name]
             if buf.grad is not None and not guards_intact(buf.grad.numpy(), g, np.zeros((), DTYPES[a.dtype][0])):

@@ -20,7 +20,9 @@ from ..spec import DTYPES, ArgSpec, KernelSpec
 
 WARMUP_LAUNCHES = 3
 TIMED_LAUNCHES = 21  # odd: the median is one launch's time
-L2_FLUSH_BYTES = 256 << 20  # H100: 50 MB of L2, H200 the same; B200: 126 MB
+L2_FLUSH_MULTIPLE = 2  # the L2 flush writes twice the device's L2 (H100, H200: 50 MB of L2; B200: 126 MB)
+MIN_FLUSH_BYTES = 32 << 20  # at least: the flush also keeps the GPU busy while Python enqueues the launch
+UNKNOWN_L2_FLUSH_BYTES = 256 << 20  # where the driver does not say (larger than any GPU's L2)
 TARGET_THREADS = 1 << 22
 MAX_SCALED_BYTES = 256 << 20  # arrays of one kernel at the scaled size
 FAST_P = (0.0, 1.0, 1.5, 2.0)
@@ -118,6 +120,7 @@ class TimingResult:
     forward: KernelTiming
     backward: KernelTiming | None = None
     notes: list[str] = field(default_factory=list)
+    cost_s: dict[str, float] = field(default_factory=dict)  # where the timing's own time went (timing.measure)
 
     @property
     def speedup(self) -> float:
@@ -128,7 +131,7 @@ class TimingResult:
     def to_dict(self) -> dict:
         return {"speedup": self.speedup, "size": self.size, "launch_dim": list(self.launch_dim),
                 "forward": self.forward.to_dict(), "backward": self.backward.to_dict() if self.backward else None,
-                "notes": self.notes}  # fmt: skip
+                "notes": self.notes, "cost_s": self.cost_s}  # fmt: skip
 
 
 def fast_p(speedups: Sequence[float | None], p: float) -> float | None:
@@ -168,3 +171,23 @@ def slowed_forward(forward: str, iterations: int = SLOW_ITERATIONS) -> str:
         " cudagen_redundant = cudagen_redundant * 0.5f + 1.0f; }"
     )
     return forward[: brace + 1] + loop + forward[brace + 1 :]
+
+
+def flush_bytes(l2_bytes: int | None) -> int:
+    """The L2 flush buffer's size for a device with ``l2_bytes`` of L2 (None: unknown)."""
+    if not l2_bytes:
+        return UNKNOWN_L2_FLUSH_BYTES
+    return max(L2_FLUSH_MULTIPLE * l2_bytes, MIN_FLUSH_BYTES)
+
+
+def partial_at_scale(forward: str, threads: int = 1 << 16) -> str:
+    """A wrong kernel timing must catch: the same forward, but launched on more than
+    ``threads`` threads (the timing size; the run stage's sizes are smaller) the threads of
+    the upper half return at once, so the timed launches do half the work and would be
+    about twice as fast.  Passes the run stage; fails its timed launches."""
+    brace = forward.index("{")
+    skip = (
+        f"\n    if (dim.size > {threads} && static_cast<size_t>(blockDim.x) * static_cast<size_t>(blockIdx.x)"
+        " + static_cast<size_t>(threadIdx.x) >= dim.size / 2) return;"
+    )
+    return forward[: brace + 1] + skip + forward[brace + 1 :]

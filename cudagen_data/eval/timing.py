@@ -2,69 +2,88 @@
 
 A candidate that passed the run stage is timed against the row's own Warp kernel (the
 recorded CUDA, built the way the run stage builds a candidate) on the same GPU, on the
-same inputs, in the same worker process:
+same inputs, in the same worker process.  What is built once per row (:class:`RowBench`,
+by the row's first timed candidate, kept by :class:`OwnKernel` for the job) and what once
+per candidate:
 
-- **Size.** The row's spec is the smallest size worth nothing for timing (a few dozen
-  threads), so it is scaled up where the kernel takes its size from its arguments: the
-  first launch dimension and the first dimension of every array as long as it are
-  multiplied by a power of two (:func:`scale_factor`: about ``TARGET_THREADS`` threads,
-  at most ``MAX_SCALED_BYTES`` of arrays).  The scaled size is tried first on the row's
-  own kernel with guard cells (run.py): if it writes out of bounds there (its size does
-  not come from its arguments: a fixed stride, a tile kernel), the row's size is used.
-  The report says which size was timed (``TimingResult.size``).
-- **Method** (the usual one: Triton's ``do_bench``, and what KernelBench issues #47 and
-  #150 asked for): ``WARMUP_LAUNCHES`` untimed launches of each kernel, then
-  ``TIMED_LAUNCHES`` timed launches of each, candidate and reference interleaved
-  (ABBA order: :func:`schedule`), all on one stream.  Before every launch the arrays it
-  writes are restored, then the L2 cache is flushed by zeroing a buffer of
-  ``L2_FLUSH_BYTES`` (larger than any GPU's L2); CUDA events are recorded right before
-  and after the launch, so only the kernel is inside them (the flush keeps the GPU busy
-  while Python enqueues the launch).  The result is the median per kernel; the speedup is
-  reference median / candidate median.  Forward, and backward where the candidate brings
-  one (the adjoint launch alone, from the forward's results).
-- **Every timed launch is checked.** The candidate's first timed outputs are compared
-  with the reference's (the run stage's tolerance model, numerics/tolerance.py); each later
-  timed launch must give the same bits (compared on the GPU) or is copied back and
-  compared with the reference the same way.  A candidate that does less on timed launches
-  fails the run stage (:class:`TimingMismatch`); nothing distinguishes a timed launch
-  from a checked one, since they are the same launches.
-- **Exclusive GPU.** Timing holds the GPU lock exclusively (:func:`gpu_access`), while
-  the run stage's launches in other workers hold it shared: no other worker's kernel
-  runs during a timing.
+- **Size** (per row).  The row's spec is the smallest size worth nothing for timing (a
+  few dozen threads), so it is scaled up where the kernel takes its size from its
+  arguments: the first launch dimension and the first dimension of every array as long
+  as it are multiplied by a power of two (speed.scale_factor: about ``TARGET_THREADS``
+  threads, at most ``MAX_SCALED_BYTES`` of arrays).  The scaled size is tried first on
+  the row's own kernel with guard cells (run.py), on the timing inputs themselves: if it
+  writes out of bounds or reads a guard there (its size does not come from its
+  arguments: a fixed stride, a tile kernel), the row's size is used.  The report says
+  which size was timed (``TimingResult.size``).
+- **Arrays** (per row).  The inputs are drawn once (the run's secret seed and the row)
+  and uploaded once; both kernels launch on the *same* arrays (the same addresses), and
+  before every launch every array is restored on the device from its pristine copy:
+  inputs too, so every launch, timed or not, of either kernel starts from bit-identical
+  memory.  The reference's own results at this size (forward outputs; the backward's
+  input gradients from the reference's forward results) are computed once, as is the
+  tolerance of each (below).
+- **Method** (per candidate; Triton's ``do_bench``, and what KernelBench issues #47 and
+  #150 asked for): ``warmup`` untimed launches of each kernel, then ``timed`` timed
+  launches of each, candidate and reference interleaved (ABBA order: speed.schedule), all
+  on the process's one stream.  Before every launch: the restore, then the L2 cache
+  flushed by zeroing a buffer of twice the device's L2 (speed.flush_bytes); CUDA events
+  are recorded right before and after the launch, so only the kernel is inside them (the
+  flush keeps the GPU busy while Python enqueues the launch).  Everything is enqueued
+  without a host synchronisation (events preallocated per process); one synchronize at
+  the end.  The result is the median per kernel; the speedup is reference median /
+  candidate median.  Forward, and backward where the candidate brings one (the adjoint
+  launch alone, from the reference's forward results).
+- **Every timed launch is checked, on the device.**  After each timed candidate launch,
+  a check kernel compares what it wrote with the reference's results at this size, with
+  the rule the run stage's tolerance model applies where no CPU twin is run
+  (numerics/tolerance.check_array: floats within 1% of the value + 0.1% of the array's
+  largest |value|, float64-native kernels within float64 floors, a non-finite value
+  where the reference's is finite fails; integers and booleans bit for bit) and adds the
+  values outside it to a per-launch counter.  The counters are read once, after the
+  loop: a candidate with any value outside on any timed launch fails the run stage
+  (:class:`TimingMismatch`).  Nothing distinguishes a timed launch from a checked one:
+  they are the same launches, on the same restored memory.
+- **Exclusive GPU, briefly.**  Only the launch loop and its synchronize hold the GPU lock
+  exclusively (gpu_lock.py); the run stage elsewhere holds it shared around each of its
+  launches.  Drawing, uploading, sizing, recording launches and reading results happen
+  outside.  Where the time goes is reported per candidate (``TimingResult.cost_s``).
 
-Pure parts (sizes, schedule, medians, fast_p, geometric mean) are in speed.py, tested on the CPU
-(tests/test_timing.py), and so is the whole timing loop on Warp's CPU backend with a
-wall clock in place of CUDA events; the GPU checks are tests/gpu/test_timing_gpu.py.
+Pure parts (sizes, schedule, medians, fast_p, geometric mean) are in speed.py, tested on
+the CPU (tests/test_timing.py), and so is the whole loop on Warp's CPU backend (a wall
+clock in place of CUDA events); the GPU checks are tests/gpu/test_timing_gpu.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import ctypes
 import functools
+import gc
 import math
-import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .. import warp_boundary
-from ..execution import launch, uses_while_loop
-from ..numerics.tolerance import check_array
-from ..spec import KernelSpec, is_float_dtype
+from ..contracts.reject import error_line
+from ..execution import forward_only_reason, launch, warp_dtype
+from ..numerics.tolerance import FALLBACK_ABS, FALLBACK_REL, floors
+from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
+from .gpu_lock import gpu_lock
 from .reference import Reference, draw_fresh, draw_rng, grad_key
 from .run import CandidateBuildFailed, candidate_kernel, run_guarded
 from .speed import (
     CANDIDATE,
-    L2_FLUSH_BYTES,
     REFERENCE,
     TARGET_THREADS,
     TIMED_LAUNCHES,
     WARMUP_LAUNCHES,
     KernelTiming,
     TimingResult,
+    flush_bytes,
     scale_factor,
     scaled_spec,
     schedule,
@@ -75,62 +94,71 @@ class TimingMismatch(Exception):
     """A timed launch of the candidate gave results that do not match the reference (one line)."""
 
 
-# --------------------------------------------------------------------------- the GPU lock
+@dataclass(frozen=True)
+class Method:
+    """How many launches, at what size, with what flush (None: from the device's L2)."""
+
+    warmup: int = WARMUP_LAUNCHES
+    timed: int = TIMED_LAUNCHES
+    target_threads: int = TARGET_THREADS
+    flush_bytes: int | None = None
 
 
-_LOCK_DIR = tempfile.gettempdir()
+METHOD = Method()  # what measure() uses; tests and the CPU stand-in of bench_timing.py set a smaller one
 
 
 @contextlib.contextmanager
 def gpu_access(device: str, exclusive: bool) -> Iterator[None]:
-    """A lock per GPU across processes: the run stage's launches share it, a timing holds it
-    alone.  A turnstile (taken briefly by everyone, held by a waiting timing) keeps a
-    stream of shared holders from starving a timing."""
-    if not device.startswith("cuda"):
+    """pool.py's entry.  Exclusive: the GPU lock, for a timing.  Shared (pool.py's call
+    around a whole judge): nothing is held here, since the run stage takes the shared lock
+    around each launch and its synchronize (run.run_guarded); held across the judge (the
+    holds inside then being no-ops, gpu_lock.py), it would make a timing wait for the
+    slowest judge in flight.  (pool.py may drop that call; it is kept as a no-op for it.)"""
+    if exclusive:
+        with gpu_lock(device, exclusive=True):
+            yield
+    else:
         yield
-        return
-    tag = device.replace(":", "_")
-    gate_path = os.path.join(_LOCK_DIR, f"cudagen-eval-{tag}-{os.getuid()}.gate")
-    lock_path = os.path.join(_LOCK_DIR, f"cudagen-eval-{tag}-{os.getuid()}.lock")
-    with open(gate_path, "a") as gate, open(lock_path, "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+class Spans(dict):
+    """Seconds per named part of a timing (``with spans("row_setup"): ...``)."""
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
-# --------------------------------------------------------------------------- clocks
+# --------------------------------------------------------------------------- the device
 
 
-class EventClock:
-    """CUDA events on the device's stream around one launch."""
-
-    def __init__(self, device: str):
-        wp = warp_boundary.warp()
-        self.wp = wp
-        self.stream = wp.get_device(device).stream
-        self.start = wp.Event(device, enable_timing=True)
-        self.end = wp.Event(device, enable_timing=True)
-
-    def __call__(self, run: Callable[[], None]) -> float:
-        self.stream.record_event(self.start)
-        run()
-        self.stream.record_event(self.end)
-        return float(self.wp.get_event_elapsed_time(self.start, self.end))
+_CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # cuda.h
 
 
-class WallClock:
-    """For Warp's CPU backend (tests): launches are synchronous there."""
+@functools.cache
+def l2_cache_bytes(device: str) -> int | None:
+    """The device's L2 size from the CUDA driver (None off the GPU or where it does not say)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        dev, value = ctypes.c_int(), ctypes.c_int()
+        ordinal = warp_boundary.warp().get_device(device).ordinal
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            return None
+        if lib.cuDeviceGetAttribute(ctypes.byref(value), _CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev) != 0:
+            return None
+        return value.value or None
+    except (OSError, AttributeError):
+        return None
 
-    def __call__(self, run: Callable[[], None]) -> float:
-        t0 = time.perf_counter()
-        run()
-        return (time.perf_counter() - t0) * 1000.0
+
+def _flush_size(device: str, method: Method) -> int:
+    return method.flush_bytes if method.flush_bytes is not None else flush_bytes(l2_cache_bytes(device))
 
 
 @functools.cache
@@ -140,144 +168,236 @@ def _flush_buffer(device: str, nbytes: int):
 
 
 @functools.cache
-def _mismatch_kernel():
+def _check_kernels():
+    """(bytes, tolerance) check kernels, defined together so their module builds once per process."""
     wp = warp_boundary.warp()
 
     @wp.kernel
-    def count_mismatched_bytes(a: wp.array(dtype=wp.uint8), b: wp.array(dtype=wp.uint8), n: wp.array(dtype=wp.int32)):
+    def count_differing_bytes(got: wp.array(dtype=wp.uint8), want: wp.array(dtype=wp.uint8),
+                              bad: wp.array(dtype=wp.int32), slot: wp.int32):  # fmt: skip
         i = wp.tid()
-        if a[i] != b[i]:
-            wp.atomic_add(n, 0, 1)
+        if got[i] != want[i]:
+            wp.atomic_add(bad, slot, 1)
 
-    return count_mismatched_bytes
+    @wp.kernel
+    def count_outside_tolerance(got: wp.array(dtype=Any), want: wp.array(dtype=Any), rel: wp.float64,
+                                abs_scale: wp.float64, bad: wp.array(dtype=wp.int32), slot: wp.int32):  # fmt: skip
+        # check_array's rule, step by step in float64: where the reference's value is not
+        # finite anything passes; else a non-finite value fails, and the error over the
+        # tolerance must be at most 1 (a tolerance of 0 or NaN: no error at all)
+        i = wp.tid()
+        r = wp.float64(want[i])
+        if wp.isfinite(r):
+            g = wp.float64(got[i])
+            err = wp.abs(g - r)
+            t = rel * wp.abs(r) + abs_scale
+            if not wp.isfinite(g):
+                wp.atomic_add(bad, slot, 1)
+            elif t > wp.float64(0.0):
+                if err / t > wp.float64(1.0):
+                    wp.atomic_add(bad, slot, 1)
+            elif err > wp.float64(0.0):
+                wp.atomic_add(bad, slot, 1)
+
+    for t in (wp.float16, wp.float32, wp.float64):
+        wp.overload(count_outside_tolerance, {"got": wp.array(dtype=t), "want": wp.array(dtype=t)})
+    return count_differing_bytes, count_outside_tolerance
 
 
-def _bytes_view(a):
+def _flat_view(a, dtype, count: int):
+    """A 1-D view of ``a``'s memory as ``count`` values of ``dtype`` (``a`` must outlive it)."""
     wp = warp_boundary.warp()
-    return wp.array(ptr=a.ptr, dtype=wp.uint8, shape=(a.capacity,), device=a.device)
+    return wp.array(ptr=a.ptr, dtype=dtype, shape=(count,), device=a.device)
 
 
-def same_bits(a, b, device: str) -> bool:
-    """Whether two contiguous Warp arrays of one shape and dtype hold the same bytes (on the device)."""
-    wp = warp_boundary.warp()
-    count = wp.zeros(1, dtype=wp.int32, device=device)
-    wp.launch(_mismatch_kernel(), dim=a.capacity, inputs=[_bytes_view(a), _bytes_view(b), count], device=device)
-    return int(count.numpy()[0]) == 0
+class EventClock:
+    """CUDA events on the device's stream, recorded around launch ``k``; read after a synchronize."""
 
-
-# --------------------------------------------------------------------------- one kernel's arrays
-
-
-class _Bench:
-    """One kernel's own arrays at the timing size, the launches, and what they write."""
-
-    def __init__(self, spec: KernelSpec, kernel, device: str, inputs: dict, output_grads: dict):
+    def __init__(self, device: str, launches: int):
         wp = warp_boundary.warp()
-        self.spec, self.device = spec, device
-        self.arrays, self.pristine, self.adjoints, self.adj_pristine = {}, {}, {}, {}
-        args, adj_args = [], []
+        self.wp, self.stream = wp, wp.get_device(device).stream
+        self.events = _events(device, launches)
+
+    def start(self, k: int) -> None:
+        self.stream.record_event(self.events[2 * k])
+
+    def stop(self, k: int) -> None:
+        self.stream.record_event(self.events[2 * k + 1])
+
+    def elapsed_ms(self, k: int) -> float:
+        return float(self.wp.get_event_elapsed_time(self.events[2 * k], self.events[2 * k + 1], synchronize=False))
+
+
+_EVENTS: dict[str, list] = {}  # device -> timing events, made once per process and reused
+
+
+def _events(device: str, launches: int) -> list:
+    """2 * ``launches`` timing events (at least)."""
+    wp = warp_boundary.warp()
+    pool = _EVENTS.setdefault(device, [])
+    while len(pool) < 2 * launches:
+        pool.append(wp.Event(device, enable_timing=True))
+    return pool
+
+
+class WallClock:
+    """For Warp's CPU backend (tests, the CPU stand-in): its launches are synchronous."""
+
+    def __init__(self):
+        self.t: dict[tuple[int, int], float] = {}
+
+    def start(self, k: int) -> None:
+        self.t[k, 0] = time.perf_counter()
+
+    def stop(self, k: int) -> None:
+        self.t[k, 1] = time.perf_counter()
+
+    def elapsed_ms(self, k: int) -> float:
+        return (self.t[k, 1] - self.t[k, 0]) * 1000.0
+
+
+# --------------------------------------------------------------------------- one row's arrays
+
+
+@dataclass
+class _Check:
+    """The device check of one array a launch writes (against the reference's results)."""
+
+    key: str  # "y" or "x.grad"
+    kind: str  # "output" or "input gradient"
+    tolerance: str  # check_array's name for the rule: "fallback", "float64_native", "exact"
+    values: int  # values (scalars; bytes for "exact") compared
+    launch: Any  # a recorded launch of the check kernel; its last parameter is the counter slot
+    slot_param: int
+
+    def enqueue(self, slot: int) -> None:
+        self.launch.set_param_at_index(self.slot_param, slot)
+        self.launch.launch()
+
+    def describe(self, count: int) -> str:
+        name = self.key[: -len(".grad")] if self.key.endswith(".grad") else self.key
+        unit = "bytes differ (exact)" if self.tolerance == "exact" else f"values outside the {self.tolerance} tolerance"
+        return f"{self.kind} {name!r} differs: {count} of {self.values} {unit}"
+
+
+class RowBench:
+    """One row's timing state: the size, the arrays both kernels launch on, what they are
+    restored to before every launch, the reference's results and the checks of them."""
+
+    def __init__(self, spec: KernelSpec, size: str, reference_kernel, device: str, inputs: dict, output_grads: dict,
+                 native64: bool, timed: int):  # fmt: skip
+        wp = warp_boundary.warp()
+        self.spec, self.size, self.device, self.native64, self.timed = spec, size, device, native64, timed
+        self.pristine, self.work, self.adj_pristine, self.adj = {}, {}, {}, {}
+        self.args, self.adj_args = [], []
         for a in spec.args:
+            dtype = warp_dtype(a.dtype)
             if a.kind == "array":
-                arr = wp.array(np.ascontiguousarray(inputs[a.name]), dtype=getattr(wp, a.dtype), device=device)
-                self.arrays[a.name] = arr
-                args.append(arr)
-                if a.role != "in":
-                    self.pristine[a.name] = wp.clone(arr)
+                start = wp.array(np.ascontiguousarray(inputs[a.name]), dtype=dtype, device=device)
+                self.pristine[a.name], self.work[a.name] = start, wp.empty_like(start)
+                self.args.append(self.work[a.name])
                 if is_float_dtype(a.dtype):
                     seed = output_grads.get(a.name)
-                    adj = (
-                        wp.zeros_like(arr)
-                        if seed is None
-                        else wp.array(seed, dtype=getattr(wp, a.dtype), device=device)
-                    )
-                    self.adjoints[a.name] = adj
-                    self.adj_pristine[a.name] = wp.clone(adj)
-                    adj_args.append(adj)
+                    adj_start = (wp.zeros_like(start) if seed is None
+                                 else wp.array(np.ascontiguousarray(seed), dtype=dtype, device=device))  # fmt: skip
+                    self.adj_pristine[a.name], self.adj[a.name] = adj_start, wp.empty_like(adj_start)
+                    self.adj_args.append(self.adj[a.name])
                 else:
-                    adj_args.append(None)
+                    self.adj_args.append(None)
             else:
                 value = inputs[a.name]
-                scalar = getattr(wp, a.dtype)(*value.reshape(-1).tolist()) if isinstance(value, np.ndarray) else value
-                args.append(scalar)
-                adj_args.append(type(scalar)(0) if not isinstance(value, np.ndarray) else getattr(wp, a.dtype)())
-        self.forward = launch(spec, kernel, args, device, record=True)
+                array_like = isinstance(value, np.ndarray)
+                scalar = dtype(*value.reshape(-1).tolist()) if array_like else value
+                self.args.append(scalar)
+                self.adj_args.append(dtype() if array_like else type(scalar)(0))
+        self.has_backward = bool(output_grads) and bool(self.adj) and forward_only_reason(spec.python_source) is None
+        self.own = self.launches(reference_kernel)
+        self.primal: dict = {}
+        self.expected: dict[bool, dict] = {}
+        with gpu_lock(device, exclusive=False):
+            self.restore(False)
+            self.own[0].launch()
+            self.expected[False] = {k: wp.clone(v) for k, v in self.written(False).items()}
+            if self.has_backward:
+                self.primal = {k: wp.clone(v) for k, v in self.work.items()}
+                self.restore(True)
+                self.own[1].launch()
+                self.expected[True] = {k: wp.clone(v) for k, v in self.written(True).items()}
+            wp.synchronize_device(device)
+        self.counters = {b: wp.zeros(max(1, timed * len(e)), dtype=wp.int32, device=device)
+                         for b, e in self.expected.items()}  # fmt: skip
+        self.checks = {b: self._checks(b) for b in self.expected}
+
+    def launches(self, kernel) -> tuple:
+        """(forward, backward or None): ``kernel``'s recorded launches on this row's arrays."""
+        wp = warp_boundary.warp()
+        forward = launch(self.spec, kernel, self.args, self.device, record=True)
+        if not self.has_backward:
+            return forward, None
+        spec = self.spec
         dim = spec.launch_dim[0] if len(spec.launch_dim) == 1 else tuple(spec.launch_dim)
         launcher = wp.launch_tiled if spec.is_tiled else wp.launch
         extra = {"block_dim": spec.block_dim} if spec.is_tiled else {}
-        self.backward = None
-        if self.adjoints:
-            self.backward = launcher(kernel, dim=dim, inputs=args, adj_inputs=adj_args, device=device, adjoint=True,
-                                     record_cmd=True, **extra)  # fmt: skip
+        backward = launcher(kernel, dim=dim, inputs=self.args, adj_inputs=self.adj_args, device=self.device,
+                            adjoint=True, record_cmd=True, **extra)  # fmt: skip
+        return forward, backward
 
     def written(self, backward: bool) -> dict:
         """The arrays a launch writes: outputs, or the input gradients of the backward."""
         if backward:
-            return {grad_key(a.name): self.adjoints[a.name] for a in self.spec.args
-                    if a.name in self.adjoints and a.role != "out"}  # fmt: skip
-        return {a.name: self.arrays[a.name] for a in self.spec.args if a.kind == "array" and a.role != "in"}
+            return {grad_key(a.name): self.adj[a.name] for a in self.spec.args
+                    if a.name in self.adj and a.role != "out"}  # fmt: skip
+        return {a.name: self.work[a.name] for a in self.spec.args if a.kind == "array" and a.role != "in"}
 
-    def restore(self, backward: bool, primal_after_forward: dict | None = None) -> None:
-        """Put back what the last launch changed (enqueued on the stream, outside the events):
-        the arrays a forward writes (to their inputs, or for a backward to the forward's
-        results) and, for a backward, every gradient (seeds and zeros)."""
+    def restore(self, backward: bool) -> None:
+        """Every array back to where a launch starts (enqueued on the stream): as drawn for a
+        forward; for a backward, the reference's forward results and every gradient's seed."""
         wp = warp_boundary.warp()
-        for name, start in self.pristine.items():
-            wp.copy(self.arrays[name], primal_after_forward[name] if backward else start)
+        source = self.primal if backward else self.pristine
+        for name, work in self.work.items():
+            wp.copy(work, source[name])
         if backward:
-            for name, adj in self.adjoints.items():
+            for name, adj in self.adj.items():
                 wp.copy(adj, self.adj_pristine[name])
 
-
-# --------------------------------------------------------------------------- timing
-
-
-def _check(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], native64: bool, what: str) -> None:
-    for name, want in expected.items():
-        kind = "input gradient" if name.endswith(".grad") else "output"
-        check = check_array(name, kind, got[name], want, native64=native64)
-        if not check.ok:
-            raise TimingMismatch(f"{what}: {check.describe()}")
-
-
-def _time_pair(reference: _Bench, candidate: _Bench, device: str, clock, backward: bool, native64: bool,
-               warmup: int, timed: int, primal: dict | None, flush_bytes: int) -> KernelTiming:  # fmt: skip
-    """Interleaved launches of both kernels; every timed candidate launch checked."""
-    wp = warp_boundary.warp()
-    benches = {REFERENCE: reference, CANDIDATE: candidate}
-    flush = _flush_buffer(device, flush_bytes)
-    times: dict[str, list[float]] = {CANDIDATE: [], REFERENCE: []}
-    first: dict[str, dict] = {}  # kernel -> device copies of its first timed results
-    expected: dict[str, np.ndarray] = {}  # the reference's first timed results, on the host
-    to_check: list[tuple[int, dict[str, np.ndarray]]] = []  # candidate launches compared on the host
-    for who, is_timed in schedule(warmup, timed):
-        bench = benches[who]
-        bench.restore(backward, primal)
-        flush.zero_()
-        cmd = bench.backward if backward else bench.forward
-        ms = clock(cmd.launch)
-        if not is_timed:
-            continue
-        times[who].append(ms)
-        written = bench.written(backward)
-        n = len(times[who])
-        if who not in first:
-            first[who] = {k: wp.clone(v) for k, v in written.items()}
-            host = {k: v.numpy().copy() for k, v in written.items()}
-            if who == REFERENCE:
-                expected = host
+    def _checks(self, backward: bool) -> list[_Check]:
+        wp = warp_boundary.warp()
+        by_bytes, by_tolerance = _check_kernels()
+        counter = self.counters[backward]
+        checks = []
+        for key, got in self.written(backward).items():
+            want = self.expected[backward][key]
+            arg = _arg(self.spec, key[: -len(".grad")] if key.endswith(".grad") else key)
+            kind = "input gradient" if backward else "output"
+            np_dtype = np.dtype(DTYPES[arg.dtype][0])
+            if np_dtype.kind != "f":
+                n = got.capacity
+                inputs = [_flat_view(got, wp.uint8, n), _flat_view(want, wp.uint8, n), counter, 0]
+                rec = wp.launch(by_bytes, dim=n, inputs=inputs, device=self.device, record_cmd=True)
+                checks.append(_Check(key, kind, "exact", n, rec, 3))
+                continue
+            n = got.capacity // np_dtype.itemsize
+            # once per row: the array's scale, as check_array takes it (a NaN or an infinity
+            # among the reference's values makes it NaN or infinite)
+            values = np.abs(want.numpy().astype(np.float64))
+            scale = float(np.max(values)) if values.size else 0.0
+            if self.native64 and np_dtype == np.float64:
+                tolerance, (rel, abs_) = "float64_native", floors(np_dtype)
             else:
-                to_check.append((n, host))
-        elif who == CANDIDATE and not all(same_bits(v, first[who][k], device) for k, v in written.items()):
-            to_check.append((n, {k: v.numpy().copy() for k, v in written.items()}))
-    what = "backward" if backward else "forward"
-    for n, got in to_check:
-        _check(expected, got, native64, f"timed {what} launch {n} of {timed}")
-    return KernelTiming(times[CANDIDATE], times[REFERENCE])
+                tolerance, rel, abs_ = "fallback", FALLBACK_REL, FALLBACK_ABS
+            scalar = getattr(wp, np_dtype.name)
+            bounds = [wp.float64(rel), wp.float64(abs_ * scale)]
+            inputs = [_flat_view(got, scalar, n), _flat_view(want, scalar, n), *bounds, counter, 0]
+            rec = wp.launch(by_tolerance, dim=n, inputs=inputs, device=self.device, record_cmd=True)
+            checks.append(_Check(key, kind, tolerance, n, rec, 5))
+        return checks
 
 
-def probe_rng(seed: int, row_id: str):
-    """The draws of the size probe (their own stream: the timing inputs do not depend on whether it ran)."""
-    return draw_rng(seed, row_id, 0, "timing size probe", 0)
+def _arg(spec: KernelSpec, name: str) -> ArgSpec:
+    return next(a for a in spec.args if a.name == name)
+
+
+# --------------------------------------------------------------------------- sizes and inputs
 
 
 def inputs_rng(seed: int, row_id: str):
@@ -291,14 +411,14 @@ def largest_size(ref: Reference) -> KernelSpec:
     return max(specs, key=lambda s: math.prod(s.launch_dim))
 
 
-def timing_size(
-    spec: KernelSpec, reference_kernel, device: str, rng, target_threads: int = TARGET_THREADS
-) -> tuple[KernelSpec, str]:
-    """The scaled spec where the row's own kernel runs it in bounds, else the row's."""
+def timing_size(spec: KernelSpec, reference_kernel, device: str, seed: int, row_id: str,
+                target_threads: int = TARGET_THREADS) -> tuple[KernelSpec, str, dict, dict]:  # fmt: skip
+    """(spec, what it is, inputs, output gradients): the scaled spec where the row's own
+    kernel runs it in bounds on the timing inputs, else the row's (inputs drawn for it)."""
     factor = scale_factor(spec, target_threads)
     if factor > 1:
         big = scaled_spec(spec, factor)
-        inputs, grads = draw_fresh(big, rng)
+        inputs, grads = draw_fresh(big, inputs_rng(seed, row_id))
         # guards as long as the longest scaled array: an index computed from the bigger
         # launch (i // 4 into a fixed array, say) lands in them rather than past them
         guard = max(int(np.prod(a.shape, dtype=np.int64)) for a in big.args if a.kind == "array")
@@ -306,38 +426,105 @@ def timing_size(
         # a read past the end picks up a NaN guard: a NaN output says the size is not the kernel's
         finite = all(not np.issubdtype(v.dtype, np.floating) or np.all(np.isfinite(v)) for v in got.values.values())
         if not got.problems and finite:
-            return big, f"scaled x{factor} (launch dim {', '.join(map(str, big.launch_dim))})"
-    return spec, f"recorded size (launch dim {', '.join(map(str, spec.launch_dim))})"
+            return big, f"scaled x{factor} (launch dim {', '.join(map(str, big.launch_dim))})", inputs, grads
+    inputs, grads = draw_fresh(spec, inputs_rng(seed, row_id))
+    return spec, f"recorded size (launch dim {', '.join(map(str, spec.launch_dim))})", inputs, grads
+
+
+def prepare_row(spec: KernelSpec, reference_kernel, device: str, seed: int, row_id: str, native64: bool = False,
+                method: Method | None = None) -> RowBench:  # fmt: skip
+    """A row's timing state from its largest recorded size (``spec``) and its own kernel."""
+    method = method or METHOD
+    big, size, inputs, grads = timing_size(spec, reference_kernel, device, seed, row_id, method.target_threads)
+    return RowBench(big, size, reference_kernel, device, inputs, grads, native64, method.timed)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def time_against(bench: RowBench, candidate_kernel, backward: bool, method: Method | None = None,
+                 spans: Spans | None = None, clock=None) -> TimingResult:  # fmt: skip
+    """Time ``candidate_kernel`` against the row's own kernel on ``bench``; raises
+    TimingMismatch when a timed launch's results are outside the tolerance."""
+    method, spans = method or METHOD, spans if spans is not None else Spans()
+    if method.timed != bench.timed:
+        raise ValueError(f"the row's bench was built for {bench.timed} timed launches, not {method.timed}")
+    wp = warp_boundary.warp()
+    device = bench.device
+    with spans("prepare"):
+        candidate = bench.launches(candidate_kernel)
+        passes = [False] + ([True] if backward and bench.has_backward else [])
+        if clock is None:
+            launches = 2 * len(passes) * method.timed
+            clock = EventClock(device, launches) if device.startswith("cuda") else WallClock()
+        flush = _flush_buffer(device, _flush_size(device, method))
+        order = schedule(method.warmup, method.timed)
+    slots: dict[tuple[bool, str], list[int]] = {(b, w): [] for b in passes for w in (CANDIDATE, REFERENCE)}
+    t0 = time.perf_counter()
+    with gpu_lock(device, exclusive=True):
+        t1 = time.perf_counter()
+        collecting = gc.isenabled()
+        gc.disable()  # no collection pause between a start event and its launch
+        try:
+            k = 0
+            for backward_pass in passes:
+                bench.counters[backward_pass].zero_()
+                checks = bench.checks[backward_pass]
+                kernels = {REFERENCE: bench.own, CANDIDATE: candidate}
+                for who, is_timed in order:
+                    bench.restore(backward_pass)
+                    flush.zero_()
+                    cmd = kernels[who][1 if backward_pass else 0]
+                    if not is_timed:
+                        cmd.launch()
+                        continue
+                    clock.start(k)
+                    cmd.launch()
+                    clock.stop(k)
+                    if who == CANDIDATE:
+                        n = len(slots[backward_pass, who])
+                        for j, check in enumerate(checks):
+                            check.enqueue(n * len(checks) + j)
+                    slots[backward_pass, who].append(k)
+                    k += 1
+            wp.synchronize_device(device)
+        except BaseException:
+            with contextlib.suppress(Exception):  # nothing of ours left running once the lock is released
+                wp.synchronize_device(device)
+            raise
+        finally:
+            if collecting:
+                gc.enable()
+    spans["lock_wait"] = spans.get("lock_wait", 0.0) + t1 - t0
+    spans["locked"] = spans.get("locked", 0.0) + time.perf_counter() - t1
+    with spans("after"):
+        for backward_pass in passes:
+            _raise_on_mismatch(bench, backward_pass, method.timed)
+        ms = {key: [clock.elapsed_ms(k) for k in ks] for key, ks in slots.items()}
+        timings = [KernelTiming(ms[b, CANDIDATE], ms[b, REFERENCE]) for b in passes]
+        result = TimingResult(bench.size, bench.spec.launch_dim, timings[0], timings[1] if len(timings) > 1 else None)
+        if backward and not bench.has_backward:
+            result.notes.append("backward not timed: the row's kernel has no backward launch with gradients to seed")
+    return result
+
+
+def _raise_on_mismatch(bench: RowBench, backward: bool, timed: int) -> None:
+    checks = bench.checks[backward]
+    if not checks:
+        return
+    counts = bench.counters[backward].numpy()[: timed * len(checks)].reshape(timed, len(checks))
+    for n, j in zip(*np.nonzero(counts), strict=True):  # row-major: the first timed launch first
+        what = "backward" if backward else "forward"
+        raise TimingMismatch(f"timed {what} launch {n + 1} of {timed}: {checks[j].describe(int(counts[n, j]))}")
 
 
 def time_candidate(spec: KernelSpec, reference_kernel, candidate_kernel, device: str, seed: int, row_id: str, *,
-                   backward: bool, native64: bool = False, clock=None, warmup: int = WARMUP_LAUNCHES,
-                   timed: int = TIMED_LAUNCHES, flush_bytes: int = L2_FLUSH_BYTES,
-                   target_threads: int = TARGET_THREADS, sized: tuple[KernelSpec, str] | None = None,
-                   ) -> TimingResult:  # fmt: skip
-    """Time ``candidate_kernel`` against ``reference_kernel`` (the row's own) at the timing
-    size (``sized``: :func:`timing_size`'s answer for this row, where already known); raises
-    TimingMismatch when a timed launch's results are wrong.  The inputs depend on the seed
-    and the row only."""
-    wp = warp_boundary.warp()
-    clock = clock or (EventClock(device) if device.startswith("cuda") else WallClock())
-    if sized is None:
-        sized = timing_size(spec, reference_kernel, device, probe_rng(seed, row_id), target_threads)
-    big, size = sized
-    inputs, grads = draw_fresh(big, inputs_rng(seed, row_id))
-    ref = _Bench(big, reference_kernel, device, inputs, grads)
-    cand = _Bench(big, candidate_kernel, device, inputs, grads)
-    fwd = _time_pair(ref, cand, device, clock, False, native64, warmup, timed, None, flush_bytes)
-    result = TimingResult(size, big.launch_dim, fwd)
-    if backward and grads and ref.backward is not None and not uses_while_loop(spec.python_source):
-        # both backwards start from the reference's forward results (checked equal above)
-        ref.restore(False)
-        ref.forward.launch()
-        primal = {name: wp.clone(ref.arrays[name]) for name in ref.pristine}
-        result.backward = _time_pair(ref, cand, device, clock, True, native64, warmup, timed, primal, flush_bytes)
-    elif backward:
-        result.notes.append("backward not timed: the row's kernel has no backward launch with gradients to seed")
-    return result
+                   backward: bool, native64: bool = False, method: Method | None = None) -> TimingResult:  # fmt: skip
+    """One candidate against the row's own kernel from scratch (a row's bench built for it
+    alone): what tests and single timings use; the run stage keeps the bench per row."""
+    method = method or METHOD
+    bench = prepare_row(spec, reference_kernel, device, seed, row_id, native64, method)
+    return time_against(bench, candidate_kernel, backward, method)
 
 
 # --------------------------------------------------------------------------- the run stage's entry
@@ -345,18 +532,20 @@ def time_candidate(spec: KernelSpec, reference_kernel, candidate_kernel, device:
 
 class OwnKernel:
     """The row's own kernel on the GPU, built the way a candidate is (its recorded CUDA put
-    in place of itself), on first use; released with the job."""
+    in place of itself), on first use, and the row's timing state; released with the job."""
 
     def __init__(self, row: dict, device: str, precompiled_header: bool = False):
         self.row, self.device, self.precompiled_header = row, device, precompiled_header
         self._stack = contextlib.ExitStack()
         self._kernel = None
-        self.sized: tuple[KernelSpec, str] | None = None  # timing_size's answer for the row, once asked
+        self.bench: RowBench | None = None  # built by the row's first timed candidate
+        self.unavailable = ""  # why the row cannot be timed ("not timed: ..."), once known
 
     def __enter__(self) -> OwnKernel:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.bench = None
         self._stack.close()
 
     def kernel(self):
@@ -373,22 +562,35 @@ def measure(ref: Reference, row: dict, candidate, own: OwnKernel, device: str, s
             backward: bool) -> tuple[dict | None, str]:  # fmt: skip
     """Time a candidate that passed the run stage: (TimingResult.to_dict(), "") or (None, why):
     "timed launches: ..." when a timed launch was wrong (the candidate fails), "not timed: ..."
-    when the timing itself could not run (the candidate keeps its verdict)."""
+    when the timing itself could not run (the candidate keeps its verdict).  The result's
+    ``cost_s`` says where the time went: the own kernel's build and the row's setup (paid
+    by the row's first timed candidate), recording the launches, waiting for the exclusive
+    lock, holding it, and reading the results."""
+    if own.unavailable:
+        return None, own.unavailable
+    spans, method = Spans(), METHOD
     try:
-        own_kernel = own.kernel()  # built (compiled) outside the GPU lock
+        with spans("own_build"):
+            own_kernel = own.kernel()  # compiled outside the GPU lock
     except CandidateBuildFailed as exc:
-        return None, f"not timed: the row's own kernel does not build ({exc})"
+        own.unavailable = f"not timed: the row's own kernel does not build ({exc})"
+        return None, own.unavailable
     spec = largest_size(ref)
     if any(a.layout for a in spec.args):
-        return None, "not timed: a mined kernel's array layouts are not supported by the timing"
-    with gpu_access(device, exclusive=True):
+        own.unavailable = "not timed: a mined kernel's array layouts are not supported by the timing"
+        return None, own.unavailable
+    if own.bench is None:
         try:
-            if own.sized is None:
-                own.sized = timing_size(spec, own_kernel, device, probe_rng(seed, str(row["id"])))
-            result = time_candidate(spec, own_kernel, candidate, device, seed, str(row["id"]),
-                                    backward=backward, native64=ref.native64, sized=own.sized)  # fmt: skip
-        except TimingMismatch as exc:
-            return None, f"timed launches: {exc}"
-        except Exception as exc:  # noqa: BLE001 - an allocation or launch error in the timing itself
-            return None, f"not timed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            with spans("row_setup"):
+                own.bench = prepare_row(spec, own_kernel, device, seed, str(row["id"]), ref.native64, method)
+        except Exception as exc:  # noqa: BLE001 - an allocation or launch error of the row's own kernel
+            own.unavailable = f"not timed: the row's own kernel at the timing size: {error_line(exc)}"
+            return None, own.unavailable
+    try:
+        result = time_against(own.bench, candidate, backward, method, spans)
+    except TimingMismatch as exc:
+        return None, f"timed launches: {exc}"
+    except Exception as exc:  # noqa: BLE001 - an allocation or launch error in the timing itself
+        return None, f"not timed: {error_line(exc)}"
+    result.cost_s = {k: round(v, 6) for k, v in spans.items()}
     return result.to_dict(), ""
