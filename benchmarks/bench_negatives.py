@@ -6,9 +6,10 @@ Both are measured in this run, on this machine, with the same workers: first ``c
 produce --count N`` (every category, full validation) into a temporary folder, then
 ``cudagen negatives`` on it.  Target (issue #24): negatives / produce < 1.  Also prints
 the targets of the negatives themselves: negatives per positive, distinct kinds,
-categories represented, and the share of run-stage candidates the CPU witness proved,
-and where the negatives' worker time went (cudagen_data/spans.py names, summed over the
-workers: wall and CPU seconds; nested spans are also inside their parents).
+categories represented, the share of run-stage candidates the CPU witness proved, the
+kinds' balance (stats.json -> negatives -> balance), and where the negatives' worker
+time went (cudagen_data/spans.py names, summed over the workers: wall and CPU seconds;
+nested spans are also inside their parents).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def main() -> int:
     print(f"run-stage candidates proven by the CPU witness: {stats['run_proven_rate']:.1%} (target >= 95%)")
     discarded = {k: c["discarded"] for k, c in stats["candidates_by_kind"].items() if c["discarded"]}
     print(f"discarded by kind: {discarded}")
+    fair = stats["balance"]
+    print(f"kinds balanced (shipped / fair share within a factor of {fair['factor']:g}): {fair['balanced']} "
+          f"({fair['ratio_min']} to {fair['ratio_max']})")  # fmt: skip
     print(f"rows whose witness crashed its process: {stats['rows_witness_crashed']}")
     print_spans(result.spans, negatives_s, args.workers)
     return 0
