@@ -1,12 +1,15 @@
 """`cudagen negatives` benchmark: negatives for N rows against the time `produce` took to make them.
 
-    python benchmarks/bench_negatives.py [--rows 200] [--workers 2] [--per-row 3] [--seed 0]
+    python benchmarks/bench_negatives.py [--rows 200] [--workers 2] [--per-row 3] [--seed 0] [--keep DIR]
 
 Both are measured in this run, on this machine, with the same workers: first ``cudagen
 produce --count N`` (every category, full validation) into a temporary folder, then
 ``cudagen negatives`` on it.  Target (issue #24): negatives / produce < 1.  Also prints
 the targets of the negatives themselves: negatives per positive, distinct kinds,
-categories represented, and the share of run-stage candidates the CPU witness proved.
+categories represented, the share of run-stage candidates the CPU witness proved, the
+kinds' balance (stats.json -> negatives -> balance), and where the negatives' worker
+time went (cudagen_data/spans.py names, summed over the workers: wall and CPU seconds;
+nested spans are also inside their parents).
 """
 
 from __future__ import annotations
@@ -52,7 +55,24 @@ def main() -> int:
     print(f"run-stage candidates proven by the CPU witness: {stats['run_proven_rate']:.1%} (target >= 95%)")
     discarded = {k: c["discarded"] for k, c in stats["candidates_by_kind"].items() if c["discarded"]}
     print(f"discarded by kind: {discarded}")
+    fair = stats["balance"]
+    print(f"kinds balanced (shipped / fair share within a factor of {fair['factor']:g}): {fair['balanced']} "
+          f"({fair['ratio_min']} to {fair['ratio_max']})")  # fmt: skip
+    print(f"rows whose witness crashed its process: {stats['rows_witness_crashed']}")
+    print_spans(result.spans, negatives_s, args.workers)
     return 0
+
+
+def print_spans(timing: dict[str, dict[str, float]], elapsed: float, workers: int) -> None:
+    """Worker time by span, and what the workers' time leaves unaccounted for (pool
+    start-up, a crashed batch's lost work, the parent's reading and writing)."""
+    batches = timing.get("batch", {}).get("wall", 0.0)
+    print(f"worker time: {batches:.1f} s in batches over {max(workers, 1)} workers "
+          f"(elapsed x workers: {elapsed * max(workers, 1):.1f} s)")  # fmt: skip
+    print(f"  {'span':34s} {'wall s':>8s} {'cpu s':>8s} {'count':>6s} {'% batch':>8s}")
+    for name, t in sorted(timing.items(), key=lambda kv: -kv[1]["wall"]):
+        share = 100.0 * t["wall"] / batches if batches else 0.0
+        print(f"  {name:34s} {t['wall']:8.1f} {t['cpu']:8.1f} {int(t['count']):6d} {share:7.1f}%")
 
 
 if __name__ == "__main__":

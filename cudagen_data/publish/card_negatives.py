@@ -17,6 +17,8 @@ from cudagen_data.contracts.negative import NEGATIVE_COLUMN_DOCS, NEGATIVES_CONF
 from cudagen_data.publish import card
 
 SECTION_TITLE = "## Configuration `negatives`: kernels proven wrong"
+KIND_COLUMNS = ("kind", "stage", "the wrong kernel", "rows allowing", "shipped", "fair share", "shipped / fair",
+                "tried", "discarded")  # fmt: skip
 
 
 def with_negatives(
@@ -60,6 +62,13 @@ def with_negatives(
     return f"---\n{yaml_text}---\n\n{body.lstrip()}\n\n{section}\n"
 
 
+def _balanced(fair: dict) -> str:
+    if fair.get("ratio_min") is None:
+        return "n/a"
+    verdict = "yes" if fair["balanced"] else "**no**"
+    return f"{verdict} ({fair['ratio_min']:.2f} to {fair['ratio_max']:.2f}; factor {fair['factor']:g})"
+
+
 def _counts_table(label: str, counts: dict[str, int]) -> str:
     return card._table((label, "negatives"), [(f"`{k}`", card._fmt_int(v)) for k, v in counts.items()])
 
@@ -70,12 +79,15 @@ def negatives_section(
     shipped = stats.get("by_kind", {})
     candidates = stats.get("candidates_by_kind", {})
     allowed = stats.get("rows_allowing_kind", {})
+    fair = stats.get("balance") or {}
     kinds_rows = []
     for kind, doc in kind_docs.items():
         c = candidates.get(kind, {})
         discarded = sum(c.get("discarded", {}).values())
+        share, ratio = fair.get("fair_share", {}).get(kind), fair.get("shipped_over_fair", {}).get(kind)
         kinds_rows.append((f"`{kind}`", f"`{kind_stages[kind]}`", doc, card._fmt_int(allowed.get(kind, 0)),
-                           card._fmt_int(shipped.get(kind, 0)), card._fmt_int(c.get("tried", 0)),
+                           card._fmt_int(shipped.get(kind, 0)), "" if share is None else f"{share:.1f}",
+                           "" if ratio is None else f"{ratio:.2f}", card._fmt_int(c.get("tried", 0)),
                            card._fmt_int(discarded)))  # fmt: skip
     parts = [
         SECTION_TITLE,
@@ -98,11 +110,12 @@ def negatives_section(
         "positive's split, so no split leaks. `diff` is the "
         "unified diff from the positive's CUDA; `cuda_backward` is the positive's except for `wrong_backward`.",
         card._table(("split", "negatives"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
-        "Kinds (positive rows that allow the kind; negatives shipped; candidates tried and discarded). Each row's "
-        "kinds are tried least-chosen first, so kinds are balanced against what the rows allow:\n\n"
-        + card._table(
-            ("kind", "stage", "the wrong kernel", "rows allowing", "shipped", "tried", "discarded"), kinds_rows
-        ),
+        "Kinds (positive rows that allow the kind; negatives shipped; the kind's fair share and shipped / fair "
+        "share; candidates tried and discarded). Each row's kinds are tried least-chosen first, so kinds are "
+        "balanced against what the rows allow. The fair share spreads the negatives evenly over the kinds, no "
+        "kind getting more than the rows that allow it (`race` needs an atomic, `wrong_backward` a verified "
+        "gradient); a row whose run-stage candidates were discarded takes more structure and compile "
+        "candidates, so that it has its negatives:\n\n" + card._table(KIND_COLUMNS, kinds_rows),
         "By stage:\n\n" + _counts_table("stage", stats.get("by_stage", {})),
         "By category of the positive:\n\n" + _counts_table("category", stats.get("by_category", {})),
         card._table(
@@ -111,6 +124,7 @@ def negatives_section(
                 ("positive rows", card._fmt_int(stats.get("positives", 0))),
                 ("negatives per positive", f"{stats.get('per_positive', 0):.2f}"),
                 ("run-stage candidates proven by the CPU witness", card._pct(stats.get("run_proven_rate"))),
+                ("kinds balanced (shipped / fair share of every kind within a factor of 2)", _balanced(fair)),
             ],
         ),
         "Columns:\n\n" + card._table(("column", "meaning"), [(f"`{k}`", v) for k, v in NEGATIVE_COLUMN_DOCS.items()]),
