@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cudagen_data.dataset import lock
 from cudagen_data.dataset.lock import LOCK_FILE, FolderBusy, refuse_if_writing, writer_lock
 from cudagen_data.dataset.store import DatasetError, DatasetFolder
 
@@ -207,3 +208,92 @@ def test_a_writer_that_wrote_nothing_leaves_nothing(tmp_path):
     with writer_lock(tmp_path):
         pass
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    # one that wrote (mine into a new folder writes nothing under .cudagen/) keeps the file, empty,
+    # so that readers of the folder have a lock to hold
+    with writer_lock(new):
+        (new / "manifest.json").write_text("{}")
+    assert (new / LOCK_FILE).read_bytes() == b""
+
+
+# ---- a lock file deleted between a process's open and its flock (issue #26 audit)
+
+STEPPED = """
+import sys
+from cudagen_data.dataset.lock import FolderBusy, writer_lock
+try:
+    with writer_lock(sys.argv[1]):
+        print("held", flush=True)
+        sys.stdin.readline()  # holds until told
+except FolderBusy as exc:
+    print(f"busy: {exc}", flush=True)
+"""
+
+
+def _stepped(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A writer in another process: (process, its first line: "held" or "busy: ...")."""
+    proc = subprocess.Popen([sys.executable, "-c", STEPPED, str(folder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    return proc, proc.stdout.readline().strip()
+
+
+def _release(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def _deleted_before_flock(monkeypatch, folder: Path, then_start_c: bool) -> dict:
+    """Make this process's next flock run after A (a writer that wrote nothing to the new
+    ``folder``, so deletes the lock file and the folders as it ends) has ended: this
+    process has then opened a file that no name leads to any more.  With ``then_start_c``,
+    C (another writer) locks a new file of the same name before the flock.  Returns
+    {"c": C's process and first line} once the flock has run."""
+    a, line = _stepped(folder)
+    assert line == "held"
+    real_flock, seen = lock.fcntl.flock, {}
+
+    def flock(fd, operation):
+        if not seen:
+            seen["opened"] = os.fstat(fd).st_ino
+            _release(a)
+            assert not (folder / LOCK_FILE).exists(), "A should have deleted its lock file"
+            if then_start_c:
+                seen["c"] = _stepped(folder)
+                assert seen["c"][1] == "held"
+                assert os.stat(folder / LOCK_FILE).st_ino != seen["opened"]
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(lock.fcntl, "flock", flock)
+    return seen
+
+
+def test_a_writer_that_locked_a_deleted_file_starts_over_and_the_next_writer_refuses(tmp_path, monkeypatch):
+    """B opens the lock file, A deletes it, B locks the deleted file: B must lock the file
+    the name leads to now, so that C, which makes a new one, is refused."""
+    folder = tmp_path / "ds"
+    _deleted_before_flock(monkeypatch, folder, then_start_c=False)
+    with writer_lock(folder):  # B
+        monkeypatch.undo()
+        c, line = _stepped(folder)
+        _release(c)
+        assert line == (
+            f"busy: {folder}: another cudagen process (pid {os.getpid()}) is writing this folder; "
+            "wait for it to end (a second writer would corrupt it)"
+        ), "two writers held the folder at once"
+    assert list(tmp_path.iterdir()) == []  # B wrote nothing: it leaves nothing, as A did
+
+
+@pytest.mark.parametrize("b", ["writer", "reader"])
+def test_a_process_that_locked_a_deleted_file_sees_the_new_holder(tmp_path, monkeypatch, b):
+    """B opens the lock file, A deletes it, C locks a new file of that name, then B locks
+    the deleted file: B must find C, as if it had opened the new file."""
+    folder = tmp_path / "ds"
+    seen = _deleted_before_flock(monkeypatch, folder, then_start_c=True)
+    try:
+        with pytest.raises(FolderBusy) as refused:
+            with writer_lock(folder) if b == "writer" else lock.reader_lock(folder):
+                pass
+    finally:
+        if "c" in seen:
+            _release(seen["c"][0])
+    c_pid = seen["c"][0].pid
+    assert f"{folder}: " in str(refused.value) and f"pid {c_pid}" in str(refused.value)
