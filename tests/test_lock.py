@@ -297,3 +297,70 @@ def test_a_process_that_locked_a_deleted_file_sees_the_new_holder(tmp_path, monk
             _release(seen["c"][0])
     c_pid = seen["c"][0].pid
     assert f"{folder}: " in str(refused.value) and f"pid {c_pid}" in str(refused.value)
+
+
+# ---- readers hold the lock shared for as long as they read
+
+READ_BY = {  # command -> (module, name) of what it calls while it holds the folder (cli.py)
+    "validate": ("cudagen_data.validate", "validate_path"),
+    "stats": ("cudagen_data.pipeline.finalize", "load_stats"),
+    "export": ("cudagen_data.publish.export", "export"),
+    "eval": ("cudagen_data.eval", "evaluate"),
+    "gpu-validate": ("cudagen_data.gpu", "run_gpu_validation"),
+    "publish": ("cudagen_data.publish.hub", "publish"),
+}
+READING = (
+    "{d}: a cudagen command (validate, stats, export, eval, gpu-validate or publish) is reading this folder; "
+    "wait for it to end, then run this again"
+)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    from cudagen_data.pipeline.config import ProduceConfig
+    from cudagen_data.pipeline.producer import produce
+
+    tmp = tmp_path_factory.mktemp("readers")
+    produce(ProduceConfig(count=6, categories=("arithmetic",), fast=True), tmp / "ds", workers=0, progress=False)
+    (tmp / "p.jsonl").write_text('{"id": "x", "cuda_forward": ""}\n')
+    return tmp / "ds"
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_a_writer_that_starts_while_a_reader_reads_refuses(finished, monkeypatch, args):
+    """Each reader command holds the lock while it reads: a writer started from inside
+    what it calls is refused, in one line saying a command reads the folder."""
+    import importlib
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    seen = []
+
+    def read_and_start_a_writer(*_, **__):
+        writer = subprocess.run([sys.executable, "-c", STEPPED, str(finished)], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, env=ENV, timeout=60)  # fmt: skip
+        seen.append(writer.stdout.strip())
+        raise typer.Exit(0)
+
+    module, name = READ_BY[args[0]]
+    monkeypatch.setattr(importlib.import_module(module), name, read_and_start_a_writer)
+    res = CliRunner().invoke(app, [a.format(d=finished) for a in args])
+    assert res.exit_code == 0, res.output
+    assert seen == ["busy: " + READING.format(d=finished)], "the writer was not refused while the reader read"
+    with writer_lock(finished):  # the reader let go when it ended
+        pass
+
+
+def test_produce_into_a_folder_being_read_is_one_line_and_changes_nothing(finished):
+    before = {p: p.read_bytes() for p in finished.rglob("*") if p.is_file()}
+    with lock.reader_lock(finished):
+        with lock.reader_lock(finished):  # readers share it
+            res = cli("validate", str(finished), "--no-progress", "-w", "0")  # and so do other processes' readers
+            assert res.returncode == 0, res.stdout + res.stderr
+            res = cli(*PRODUCE, "--output", str(finished))
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == ["error: " + READING.format(d=finished)]
+    assert {p: p.read_bytes() for p in finished.rglob("*") if p.is_file()} == before
