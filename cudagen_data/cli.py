@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import re
@@ -94,6 +95,9 @@ def _terminate(signum, frame) -> None:
     raise Terminated
 
 
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
 def expected_errors(fn):
     """Expected failures become one line on stderr and a non-zero exit, never a traceback.
     SIGINT (exit 130) and SIGTERM (exit 143) stop the command cleanly: what was committed
@@ -130,6 +134,11 @@ def expected_errors(fn):
             NvrtcUnavailable,
         ) as exc:
             _fail(str(exc))
+        except OSError as exc:  # produce says more (ProduceError); this is every other command's full disk
+            if exc.errno not in FULL_DISK_ERRNOS:
+                raise
+            _fail(f"{exc.filename or 'a file'}: cannot write ({os.strerror(exc.errno)}); make room, then run the "
+                  "same command again")  # fmt: skip
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
             typer.echo(f"\n{what}: everything committed so far is kept; run the same command again to resume", err=True)
