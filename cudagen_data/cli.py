@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import os
 import re
@@ -93,6 +95,9 @@ def _terminate(signum, frame) -> None:
     raise Terminated
 
 
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
 def expected_errors(fn):
     """Expected failures become one line on stderr and a non-zero exit, never a traceback.
     SIGINT (exit 130) and SIGTERM (exit 143) stop the command cleanly: what was committed
@@ -129,6 +134,11 @@ def expected_errors(fn):
             NvrtcUnavailable,
         ) as exc:
             _fail(str(exc))
+        except OSError as exc:  # produce says more (ProduceError); this is every other command's full disk
+            if exc.errno not in FULL_DISK_ERRNOS:
+                raise
+            _fail(f"{exc.filename or 'a file'}: cannot write ({os.strerror(exc.errno)}); make room, then run the "
+                  "same command again")  # fmt: skip
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
             typer.echo(f"\n{what}: everything committed so far is kept; run the same command again to resume", err=True)
@@ -137,14 +147,32 @@ def expected_errors(fn):
     return wrapper
 
 
-def _refuse_if_writing(path: Path) -> None:
-    """Readers stop in one line while another process writes the folder (dataset/lock.py)."""
-    from .dataset.lock import FolderBusy, refuse_if_writing
+@contextlib.contextmanager
+def _reading(path: Path):
+    """Readers hold the folder's lock shared while they read (dataset/lock.py): they stop in
+    one line while another process writes it, and a writer that starts meanwhile refuses.
+    A file of rows is guarded by the dataset folder above it, if it is in one."""
+    from .dataset.lock import LOCK_FILE, FolderBusy, reader_lock
 
-    try:
-        refuse_if_writing(path)
-    except FolderBusy as exc:
-        _fail(str(exc))
+    folder = path if path.is_dir() else next((p for p in path.resolve().parents if (p / LOCK_FILE).is_file()), path)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(reader_lock(folder))
+        except FolderBusy as exc:
+            _fail(str(exc))
+        yield
+
+
+def _dataset_folder_or_fail(path: Path, code: int) -> None:
+    """Before anything slow (a GPU check, workers): a folder must hold a readable manifest of
+    this row schema version; one line naming the file if not."""
+    from .contracts.manifest import Manifest, ManifestError
+
+    if path.is_dir():
+        try:
+            Manifest.read(path)
+        except ManifestError as exc:
+            _fail(str(exc), code)
 
 
 def _split_list(value: str | None) -> list[str]:
@@ -278,6 +306,44 @@ def _input_path(kind: str):
         return value
 
     return check
+
+
+ROW_FILE_SUFFIXES = (".jsonl", ".parquet")
+
+
+def _rows_path(value: Path) -> Path:
+    """A dataset folder, or one file of rows (.jsonl or .parquet)."""
+    _input_path("any")(value)
+    if value.is_file() and value.suffix not in ROW_FILE_SUFFIXES:
+        raise _bad(f"{value}: not a dataset folder, nor a .jsonl or .parquet file of rows")
+    return value
+
+
+def _writable_input_folder(value: Path) -> Path:
+    """An existing folder that the command adds to."""
+    _input_path("folder")(value)
+    if not os.access(value, os.W_OK | os.X_OK):
+        raise _bad(f"{value}: no permission to write in it")
+    return value
+
+
+def _kinds(value: str | None) -> str | None:
+    """Negative kinds; which exist is checked with the other options (negatives.run.check_options)."""
+    if value is not None and not _split_list(value):
+        raise _bad(f"{value!r} names no kind; leave the option out for all")
+    return value
+
+
+_RAY_ADDRESS = re.compile(r"(?:ray://)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})")
+
+
+def _ray_address(value: str | None) -> str | None:
+    if value is None or value == "auto":
+        return value
+    m = _RAY_ADDRESS.fullmatch(value)
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        raise _bad(f"{value!r}: use HOST:PORT of the Ray head node (e.g. 10.0.0.1:6379), ray://HOST:PORT, or auto")
+    return value
 
 
 def _input_paths(values: list[Path] | None) -> list[Path] | None:
@@ -426,6 +492,7 @@ def produce(
     ray_address: str | None = typer.Option(
         None,
         "--ray-address",
+        callback=_ray_address,
         help="Ray cluster to join (e.g. 10.0.0.1:6379); default: start a private local Ray with --workers CPUs.",
     ),
 ) -> None:
@@ -437,6 +504,13 @@ def produce(
 
     if ray_address and executor != "ray":
         _fail("--ray-address needs --executor ray", 2)
+    if ray_address:  # before the folder is touched; ray.init would retry an unreachable address for minutes
+        from .pipeline.ray_executor import check_reachable
+
+        try:
+            check_reachable(ray_address)
+        except ConnectionError as exc:
+            _fail(f"--ray-address {ray_address}: {exc}; is the Ray head node running (ray start --head)?", 2)
     try:  # every value was checked by its option's callback; what is left is how options combine
         config = ProduceConfig(
             count=count,
@@ -580,6 +654,7 @@ def mine(
     from .dataset.lock import writer_lock
     from .extract.levels import compiler_record
     from .mine.discover import find_files
+    from .mine.folder import check_output
     from .mine.pool import Options
     from .publish.splits import validate_ratios
 
@@ -588,6 +663,7 @@ def mine(
     files = find_files(paths or None)  # a missing path fails here, before anything is written
     compiler = {} if no_compile else compiler_record(arch, compile_level)  # a missing NVRTC fails here too
     with writer_lock(output):  # from reading the synthetic rows to writing `real`: one writer
+        check_output(output)  # before minutes of mining: a folder mine must not add to
         _mine_locked(files, output, paths, workers, options, ratios, compiler, no_compile, compile_level, progress)
 
 
@@ -627,7 +703,9 @@ def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_co
 @expected_errors
 def negatives(
     dataset_dir: Path = typer.Argument(
-        ..., callback=_INPUT_FOLDER, help="A finished dataset folder (synthetic rows, mined `real` rows, or both)."
+        ...,
+        callback=_writable_input_folder,
+        help="A finished dataset folder (synthetic rows, mined `real` rows, or both).",
     ),
     per_row: int = typer.Option(
         3,
@@ -639,6 +717,7 @@ def negatives(
     kinds: str | None = typer.Option(
         None,
         "--kinds",
+        callback=_kinds,
         help="Comma-separated kinds to make (default: all; listed in the card and `cudagen_data.negatives.KINDS`).",
     ),
     seed: int = typer.Option(
@@ -685,7 +764,7 @@ def negatives(
 @expected_errors
 def validate(
     path: Path = typer.Argument(
-        ..., callback=_INPUT_ANY, help="A dataset folder, or one .jsonl / .parquet file of rows."
+        ..., callback=_rows_path, help="A dataset folder, or one .jsonl / .parquet file of rows."
     ),
     arch: int | None = typer.Option(
         None, "--arch", callback=_arch, help="Recompile for this arch (default: each row's recorded arch)."
@@ -696,8 +775,8 @@ def validate(
     """Re-check every row: schema, hashes, CUDA structure, NVRTC (at the row's level), CPU test vectors, manifest."""
     from .validate import format_report, validate_path
 
-    _refuse_if_writing(path)
-    report = validate_path(path, arch=arch, progress=progress, workers=workers)
+    with _reading(path):
+        report = validate_path(path, arch=arch, progress=progress, workers=workers)
     typer.echo(format_report(report))
     if not report.ok:
         raise typer.Exit(1)
@@ -709,14 +788,17 @@ def stats(
     path: Path = typer.Argument(DEFAULT_OUTPUT, callback=_INPUT_FOLDER, help="A finished dataset folder."),
 ) -> None:
     """Print a dataset's statistics."""
+    from .contracts.manifest import MANIFEST_FILE, Manifest
     from .contracts.reject import REAL_REJECTS_FILE
     from .dataset.store import DatasetFolder
     from .mine.folder import CONFIG
     from .mine.run import format_summary as format_real_summary
     from .pipeline.finalize import load_stats
 
-    _refuse_if_writing(path)
-    all_stats = load_stats(DatasetFolder(path))
+    with _reading(path):
+        if (path / MANIFEST_FILE).is_file():
+            Manifest.read(path)  # a folder of another row schema: one line (ManifestError)
+        all_stats = load_stats(DatasetFolder(path))
     real = all_stats.pop(CONFIG, None)
     parts = [format_summary(all_stats, path)] if all_stats else []
     if real is not None:
@@ -735,7 +817,7 @@ def categories() -> None:
 @app.command("gpu-validate")
 def gpu_validate(
     path: Path = typer.Argument(
-        ..., callback=_INPUT_ANY, help="A dataset folder, or one .jsonl / .parquet file of rows."
+        ..., callback=_rows_path, help="A dataset folder, or one .jsonl / .parquet file of rows."
     ),
     limit: int | None = typer.Option(None, "--limit", callback=_AT_LEAST_1, help="Check only the first N rows."),
     device: str = typer.Option("cuda:0", "--device", callback=_cuda_device, help="CUDA device to run on (cuda:N)."),
@@ -748,10 +830,10 @@ def gpu_validate(
     """Prove the recorded CUDA on a GPU: regenerate it byte for byte, run it on its test vectors (GPU_TESTING.md)."""
     from .gpu import run_gpu_validation
 
-    _refuse_if_writing(path)
-    raise typer.Exit(
-        run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress)
-    )
+    with _reading(path):
+        _dataset_folder_or_fail(path, 2)  # before the GPU is looked for
+        code = run_gpu_validation(path, limit=limit, device=device, jobs=jobs, report_path=report, progress=progress)
+    raise typer.Exit(code)
 
 
 @app.command("eval")
@@ -764,7 +846,7 @@ def eval_command(
     dataset: Path = typer.Option(
         ...,
         "--dataset",
-        callback=_INPUT_ANY,
+        callback=_rows_path,
         help="A dataset folder (or one .jsonl / .parquet file of rows).",
     ),
     split: str = typer.Option("test", "--split", callback=_SPLITS, help="The split the ids belong to."),
@@ -797,12 +879,12 @@ def eval_command(
     from .eval import EvalInputError, evaluate, format_report
     from .eval.pool import PoolError
 
-    _refuse_if_writing(dataset)
-    try:
-        rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers,
-                       report_path=report, fresh_sets=fresh_sets, timing=timing)  # fmt: skip
-    except (EvalInputError, PoolError) as exc:
-        _fail(str(exc), 2)
+    with _reading(dataset):
+        try:
+            rep = evaluate(predictions, dataset, split=split, device=device, seed=seed, workers=workers,
+                           report_path=report, fresh_sets=fresh_sets, timing=timing)  # fmt: skip
+        except (EvalInputError, PoolError) as exc:
+            _fail(str(exc), 2)
     typer.echo(format_report(rep))
     if report:
         typer.echo(f"JSON report: {report}")
@@ -820,8 +902,9 @@ def publish(
     from .publish.hub import publish as hub_publish
 
     # publish only reads the folder; were it to write (the card), it would hold writer_lock instead
-    _refuse_if_writing(path)
-    plan = hub_publish(path, repo_id, private=private, dry_run=dry_run)
+    with _reading(path):
+        _dataset_folder_or_fail(path, 1)
+        plan = hub_publish(path, repo_id, private=private, dry_run=dry_run)
     typer.echo(plan.describe())
 
 
@@ -848,8 +931,9 @@ def export(
     """Write instruction-tuning records (deterministic, documented prompt template)."""
     from .publish.export import export as run_export
 
-    _refuse_if_writing(path)
-    n = run_export(path, fmt, out, include_backward=not forward_only, config=config)
+    with _reading(path):
+        _dataset_folder_or_fail(path, 1)
+        n = run_export(path, fmt, out, include_backward=not forward_only, config=config)
     typer.echo(f"{n} records -> {out}")
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import canonical
-from .contracts.manifest import MANIFEST_FILE, Manifest, ManifestError
+from .contracts.manifest import CONFIGS, MANIFEST_FILE, Manifest, ManifestError
 from .contracts.read import recorded_run, row_to_spec
 from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA, is_real_row
 from .contracts.test_vectors import TestVectors
@@ -504,7 +504,12 @@ def validate_path(
                 report.file_problems.append(f"{f.path}: unreadable (corrupted?)")
             elif n != f.rows:
                 report.file_problems.append(f"{f.path}: {n} rows, manifest says {f.rows}")
-        targets = [path / f.path for f in manifest.files if f.is_parquet and _count_rows(path / f.path) is not None]
+        # the rows of each row configuration; a negatives shard's files are checked above (its rows are wrong kernels)
+        targets = [
+            path / f.path
+            for f in manifest.files
+            if f.is_parquet and f.config in CONFIGS and _count_rows(path / f.path) is not None
+        ]
     elif path.exists():
         targets = [path]
         folder = next((p for p in path.parents if (p / MANIFEST_FILE).exists()), None)

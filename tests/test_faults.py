@@ -46,7 +46,12 @@ RESUME_LINE = "everything committed so far is kept; run the same command again t
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "ds"
     produce(CONFIG, out, workers=0, progress=False)
-    return comparable(out)
+    return {**comparable(out), "files": files_of(out)}
+
+
+def files_of(folder: Path) -> list[str]:
+    """Every file's path in the folder: a fault must leave none behind (a temporary file...)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
 def cli(*args, **kw):
@@ -89,7 +94,7 @@ def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
     assert res.returncode == 0, res.stderr
     res = cli("validate", str(out), "--no-progress", "-w", "0")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert comparable(out) == reference
+    assert {**comparable(out), "files": files_of(out)} == reference
 
 
 # ------------------------------------------------------------------ signals
@@ -129,7 +134,7 @@ def test_a_worker_killed_with_9_changes_nothing(tmp_path, reference):
     assert proc.returncode == 0, err
     res = cli("validate", str(out), "--no-progress", "-w", "0")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert comparable(out) == reference
+    assert {**comparable(out), "files": files_of(out)} == reference
 
 
 # ------------------------------------------------------------------ a full disk
@@ -169,6 +174,123 @@ def test_a_full_disk_is_one_line_and_the_next_run_resumes(tmp_path, reference, j
         ref["manifest"]["command"] = reference["manifest"]["command"] + " --no-jsonl"
         got = comparable(out)
         assert got["shards"] == ref["shards"] and got["rejects"] == ref["rejects"] and got["stats"] == ref["stats"]
+
+
+# The disk fills up during one chosen write: the child lowers its file-size limit around the
+# N-th call of the function that makes that file, so that write (and no other) fails as a full
+# disk makes it fail, with the operating system's error, inside the real writer code (pyarrow's
+# for a shard).
+AT_NTH_CALL = """
+import resource, signal, sys
+from cudagen_data.dataset import shards
+from cudagen_data.dataset.store import DatasetFolder
+where, nth, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+calls = 0
+
+def full_disk_at_nth_call(fn):
+    def call(*args, **kwargs):
+        global calls
+        calls += 1
+        if calls != nth:
+            return fn(*args, **kwargs)
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    return call
+
+if where == "shard":
+    shards.write_parquet = full_disk_at_nth_call(shards.write_parquet)
+else:
+    DatasetFolder.save_state = full_disk_at_nth_call(DatasetFolder.save_state)
+from cudagen_data.cli import app
+sys.argv = ["cudagen", *sys.argv[4:]]
+app()
+"""
+FULL_DISK_LINE = (
+    "error: {path}: cannot write (File too large); what was committed is kept: make room (or fix permissions) "
+    "and run the same command again to resume"
+)
+
+
+def run_with_full_disk_at(where: str, nth: int, out: Path, args: list[str], limit: int = 1000):
+    return subprocess.run([sys.executable, "-c", AT_NTH_CALL, where, str(nth), str(limit), *args, "--output", str(out)],
+                          capture_output=True, text=True, env=ENV, timeout=600)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "where, nth, path",
+    [
+        ("shard", 2, ".cudagen/shards/train-00001.parquet"),  # the second shard, turned from its spool mid-run
+        ("state", 4, ".cudagen/state.json"),  # the commit of the third batch
+    ],
+    ids=["parquet-shard", "state-file"],
+)
+def test_a_full_disk_while_a_shard_or_the_state_is_written(tmp_path, reference, where, nth, path):
+    out = tmp_path / "ds"
+    res = run_with_full_disk_at(where, nth, out, [*ARGS, "-w", "0"])
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == [FULL_DISK_LINE.format(path=out / path)], res.stderr
+    assert committed_batches(out) >= 1
+    assert not [p for p in out.rglob("*.tmp")], "a half-written file was left"
+    resumed_and_valid(out, reference)
+
+
+REAL_ARGS = [
+    "produce", "--count", "4", "--categories", "arithmetic", "--seed", "3", "--batch-size", "2", "--shard-rows", "1",
+    "--no-progress", "-w", "0",
+]  # fmt: skip
+
+
+def test_a_full_disk_in_a_real_run(tmp_path):
+    """Without --fast (compiled, run, gradients checked: rows hold test vectors): the second
+    shard's write fails; the same command resumes to the bytes of an undisturbed run."""
+    ref = tmp_path / "ref"
+    produce(ProduceConfig(count=4, categories=("arithmetic",), seed=3, batch_size=2, shard_rows=1), ref, workers=0,
+            progress=False)  # fmt: skip
+    out = tmp_path / "ds"
+    res = run_with_full_disk_at("shard", 2, out, REAL_ARGS)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        FULL_DISK_LINE.format(path=out / ".cudagen/shards/train-00001.parquet")
+    ], res.stderr
+    res = cli(*REAL_ARGS, "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    res = cli("validate", str(out), "--no-progress", "-w", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert comparable(out) == comparable(ref) and files_of(out) == files_of(ref)
+
+
+def test_a_full_disk_in_negatives_is_one_line_and_it_resumes(tmp_path):
+    """Every other writer's full disk is one line too (cli.expected_errors); negatives
+    resumes to the negatives an undisturbed run makes."""
+    import pyarrow.parquet as pq
+
+    config = ProduceConfig(count=6, categories=("arithmetic",), fast=True)
+    for name in ("ref", "ds"):
+        produce(config, tmp_path / name, workers=0, progress=False)
+    args = ["negatives", "-w", "0", "--no-progress"]
+    assert cli(*args, str(tmp_path / "ref")).returncode == 0
+    out = tmp_path / "ds"
+    res = subprocess.run([sys.executable, "-c", AT_NTH_CALL, "shard", "1", "1000", *args, str(out)],
+                         capture_output=True, text=True, env=ENV, timeout=600)  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    (shard,) = [line.split(": cannot write")[0].removeprefix("error: ") for line in res.stderr.splitlines()]
+    assert shard.startswith(f"{out}/.cudagen/negatives/shards/") and shard.endswith(".parquet"), res.stderr
+    assert res.stderr.strip().endswith("cannot write (File too large); make room, then run the same command again")
+    assert not [p for p in out.rglob("*.tmp")]
+    res = cli(*args, str(out))
+    assert res.returncode == 0, res.stderr
+    res = cli("validate", str(out), "--no-progress", "-w", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    def negatives(folder: Path) -> dict:
+        return {p.name: pq.read_table(p).to_pylist() for p in sorted((folder / "data" / "negatives").glob("*"))}
+
+    assert negatives(out) == negatives(tmp_path / "ref") and files_of(out) == files_of(tmp_path / "ref")
 
 
 # ------------------------------------------------------------------ a damaged private folder

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cudagen_data.dataset import lock
 from cudagen_data.dataset.lock import LOCK_FILE, FolderBusy, refuse_if_writing, writer_lock
 from cudagen_data.dataset.store import DatasetError, DatasetFolder
 
@@ -207,3 +208,159 @@ def test_a_writer_that_wrote_nothing_leaves_nothing(tmp_path):
     with writer_lock(tmp_path):
         pass
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    # one that wrote (mine into a new folder writes nothing under .cudagen/) keeps the file, empty,
+    # so that readers of the folder have a lock to hold
+    with writer_lock(new):
+        (new / "manifest.json").write_text("{}")
+    assert (new / LOCK_FILE).read_bytes() == b""
+
+
+# ---- a lock file deleted between a process's open and its flock (issue #26 audit)
+
+STEPPED = """
+import sys
+from cudagen_data.dataset.lock import FolderBusy, writer_lock
+try:
+    with writer_lock(sys.argv[1]):
+        print("held", flush=True)
+        sys.stdin.readline()  # holds until told
+except FolderBusy as exc:
+    print(f"busy: {exc}", flush=True)
+"""
+
+
+def _stepped(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A writer in another process: (process, its first line: "held" or "busy: ...")."""
+    proc = subprocess.Popen([sys.executable, "-c", STEPPED, str(folder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    return proc, proc.stdout.readline().strip()
+
+
+def _release(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def _deleted_before_flock(monkeypatch, folder: Path, then_start_c: bool) -> dict:
+    """Make this process's next flock run after A (a writer that wrote nothing to the new
+    ``folder``, so deletes the lock file and the folders as it ends) has ended: this
+    process has then opened a file that no name leads to any more.  With ``then_start_c``,
+    C (another writer) locks a new file of the same name before the flock.  Returns
+    {"c": C's process and first line} once the flock has run."""
+    a, line = _stepped(folder)
+    assert line == "held"
+    real_flock, seen = lock.fcntl.flock, {}
+
+    def flock(fd, operation):
+        if not seen:
+            seen["opened"] = os.fstat(fd).st_ino
+            _release(a)
+            assert not (folder / LOCK_FILE).exists(), "A should have deleted its lock file"
+            if then_start_c:
+                seen["c"] = _stepped(folder)
+                assert seen["c"][1] == "held"
+                assert os.stat(folder / LOCK_FILE).st_ino != seen["opened"]
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(lock.fcntl, "flock", flock)
+    return seen
+
+
+def test_a_writer_that_locked_a_deleted_file_starts_over_and_the_next_writer_refuses(tmp_path, monkeypatch):
+    """B opens the lock file, A deletes it, B locks the deleted file: B must lock the file
+    the name leads to now, so that C, which makes a new one, is refused."""
+    folder = tmp_path / "ds"
+    _deleted_before_flock(monkeypatch, folder, then_start_c=False)
+    with writer_lock(folder):  # B
+        monkeypatch.undo()
+        c, line = _stepped(folder)
+        _release(c)
+        assert line == (
+            f"busy: {folder}: another cudagen process (pid {os.getpid()}) is writing this folder; "
+            "wait for it to end (a second writer would corrupt it)"
+        ), "two writers held the folder at once"
+    assert list(tmp_path.iterdir()) == []  # B wrote nothing: it leaves nothing, as A did
+
+
+@pytest.mark.parametrize("b", ["writer", "reader"])
+def test_a_process_that_locked_a_deleted_file_sees_the_new_holder(tmp_path, monkeypatch, b):
+    """B opens the lock file, A deletes it, C locks a new file of that name, then B locks
+    the deleted file: B must find C, as if it had opened the new file."""
+    folder = tmp_path / "ds"
+    seen = _deleted_before_flock(monkeypatch, folder, then_start_c=True)
+    try:
+        with pytest.raises(FolderBusy) as refused:
+            with writer_lock(folder) if b == "writer" else lock.reader_lock(folder):
+                pass
+    finally:
+        if "c" in seen:
+            _release(seen["c"][0])
+    c_pid = seen["c"][0].pid
+    assert f"{folder}: " in str(refused.value) and f"pid {c_pid}" in str(refused.value)
+
+
+# ---- readers hold the lock shared for as long as they read
+
+READ_BY = {  # command -> (module, name) of what it calls while it holds the folder (cli.py)
+    "validate": ("cudagen_data.validate", "validate_path"),
+    "stats": ("cudagen_data.pipeline.finalize", "load_stats"),
+    "export": ("cudagen_data.publish.export", "export"),
+    "eval": ("cudagen_data.eval", "evaluate"),
+    "gpu-validate": ("cudagen_data.gpu", "run_gpu_validation"),
+    "publish": ("cudagen_data.publish.hub", "publish"),
+}
+READING = (
+    "{d}: a cudagen command (validate, stats, export, eval, gpu-validate or publish) is reading this folder; "
+    "wait for it to end, then run this again"
+)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    from cudagen_data.pipeline.config import ProduceConfig
+    from cudagen_data.pipeline.producer import produce
+
+    tmp = tmp_path_factory.mktemp("readers")
+    produce(ProduceConfig(count=6, categories=("arithmetic",), fast=True), tmp / "ds", workers=0, progress=False)
+    (tmp / "p.jsonl").write_text('{"id": "x", "cuda_forward": ""}\n')
+    return tmp / "ds"
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_a_writer_that_starts_while_a_reader_reads_refuses(finished, monkeypatch, args):
+    """Each reader command holds the lock while it reads: a writer started from inside
+    what it calls is refused, in one line saying a command reads the folder."""
+    import importlib
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cudagen_data.cli import app
+
+    seen = []
+
+    def read_and_start_a_writer(*_, **__):
+        writer = subprocess.run([sys.executable, "-c", STEPPED, str(finished)], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, env=ENV, timeout=60)  # fmt: skip
+        seen.append(writer.stdout.strip())
+        raise typer.Exit(0)
+
+    module, name = READ_BY[args[0]]
+    monkeypatch.setattr(importlib.import_module(module), name, read_and_start_a_writer)
+    res = CliRunner().invoke(app, [a.format(d=finished) for a in args])
+    assert res.exit_code == 0, res.output
+    assert seen == ["busy: " + READING.format(d=finished)], "the writer was not refused while the reader read"
+    with writer_lock(finished):  # the reader let go when it ended
+        pass
+
+
+def test_produce_into_a_folder_being_read_is_one_line_and_changes_nothing(finished):
+    before = {p: p.read_bytes() for p in finished.rglob("*") if p.is_file()}
+    with lock.reader_lock(finished):
+        with lock.reader_lock(finished):  # readers share it
+            res = cli("validate", str(finished), "--no-progress", "-w", "0")  # and so do other processes' readers
+            assert res.returncode == 0, res.stdout + res.stderr
+            res = cli(*PRODUCE, "--output", str(finished))
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == ["error: " + READING.format(d=finished)]
+    assert {p: p.read_bytes() for p in finished.rglob("*") if p.is_file()} == before

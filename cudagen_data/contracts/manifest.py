@@ -123,7 +123,16 @@ class Manifest:
             data = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
             raise ManifestError(f"{MANIFEST_FILE}: not valid JSON ({exc})") from None
-        return cls.from_dict(data)
+        manifest = cls.from_dict(data)
+        if isinstance(data, dict) and data.get("schema_version") != SCHEMA_VERSION:
+            # its rows have other columns (or columns that mean something else): reading them
+            # with this version's schema would fail somewhere deep, or silently mean the wrong thing
+            made_by = (data.get("versions") or {}).get("cudagen_data", "unknown")
+            raise ManifestError(
+                f"{path}: a dataset of row schema version {data.get('schema_version')} (cudagen-data {made_by}); "
+                f"this cudagen-data reads version {SCHEMA_VERSION}: make it again with this version, or use that one"
+            )
+        return manifest
 
 
 def _file_entry(entry: object) -> FileEntry:

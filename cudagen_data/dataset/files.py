@@ -26,18 +26,38 @@ def file_checksum(path: Path) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` or what it held before, never a part of it.  A failed write
+    (a full disk) raises OSError naming ``path`` and leaves no temporary file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise unwritten(exc, path, tmp) from None
     atomic_replace(tmp, path)
 
 
 def atomic_replace(tmp: Path, path: Path) -> None:
     """Make the finished file ``tmp`` durable, then put it in place of ``path``."""
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise unwritten(exc, path, tmp) from None
     fsync_dir(path.parent)
+
+
+def unwritten(exc: OSError, path: Path, tmp: Path | None = None) -> OSError:
+    """``exc`` (a write that failed: full disk, quota, file-size limit) as an OSError naming
+    ``path`` with the system's words for its errno (pyarrow's name no file and wrap the
+    words); the half-written ``tmp`` is removed."""
+    if tmp is not None:
+        tmp.unlink(missing_ok=True)
+    if exc.errno is None:
+        exc.filename = exc.filename or str(path)
+        return exc
+    return OSError(exc.errno, os.strerror(exc.errno), str(path))
 
 
 def fsync_dir(path: Path) -> None:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from .. import defaults
 from ..contracts.manifest import SPLITS
 from ..contracts.row import ROW_SCHEMA
-from .files import DatasetError, atomic_replace, file_checksum, fsync_dir
+from .files import DatasetError, atomic_replace, file_checksum, fsync_dir, unwritten
 
 SPOOL_DIR = ".cudagen/spool"
 STAGED_DIR = ".cudagen/shards"
@@ -128,10 +128,13 @@ def write_parquet(row_groups: Iterable[list[dict]], target: Path, schema=None) -
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     count = 0
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for group in row_groups:
-            writer.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=ROW_GROUP_ROWS)
-            count += len(group)
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for group in row_groups:
+                writer.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=ROW_GROUP_ROWS)
+                count += len(group)
+    except OSError as exc:  # a full disk: pyarrow's error names no file
+        raise unwritten(exc, target, tmp) from None
     atomic_replace(tmp, target)
     return count, file_checksum(target)
 

@@ -25,6 +25,28 @@ CONFIG = "real"
 DATA_DIR = f"data/{CONFIG}"
 
 
+def check_output(root: Path) -> None:
+    """Refuse, before mining, a folder that ``real`` must not be added to: a produce run
+    not finished there (its finalize would write a manifest without ``real``), somebody
+    else's files (the card would replace their README.md), a dataset of another row schema
+    version.  Raises DatasetError or ManifestError (one line naming the folder or file)."""
+    root = Path(root)
+    folder = store.DatasetFolder(root)
+    state = folder.load_state()  # DatasetError if unreadable
+    if state is not None and not state.complete:
+        raise store.DatasetError(
+            f"{root}: holds a cudagen produce run that has not finished; finish it (run its produce command "
+            "again), or choose another --output"
+        )
+    if (root / MANIFEST_FILE).exists():
+        Manifest.read(root)  # unreadable, or another row schema version
+    elif folder.has_outputs() or (root / REAL_REJECTS_FILE).exists():
+        raise store.DatasetError(
+            f"{root}: holds files but no cudagen dataset (no {MANIFEST_FILE}); mining would replace its README.md: "
+            "choose another --output"
+        )
+
+
 def synthetic_shapes(root: Path) -> set[str]:
     """Kernel-level shape hashes of the folder's synthetic rows (empty if it has none)."""
     folder = store.DatasetFolder(root)

@@ -88,7 +88,7 @@ class RayExecutor:
         if self._connected_here:
             try:
                 if address:
-                    _check_reachable(address)  # ray.init would retry an unreachable address for minutes
+                    check_reachable(address)  # ray.init would retry an unreachable address for minutes
                     ray.init(address=address, log_to_driver=False, logging_level="warning")
                 else:
                     ray.init(
@@ -175,12 +175,98 @@ class RayExecutor:
             ray.shutdown()  # leaving the cluster ends this job's tasks; a private instance stops
 
 
-def _check_reachable(address: str) -> None:
-    host, sep, port = address.rpartition(":")
-    if address == "auto" or "://" in address or not sep or not port.isdigit():
-        return  # let Ray resolve it
+CONNECT_TIMEOUT_S = 10.0  # a TCP connection to the head node
+PROBE_TIMEOUT_S = 5.0  # its answer to one HTTP/2 request
 
+
+def check_reachable(address: str) -> None:
+    """Raise ConnectionError, within ~15 s, when no Ray head node can answer at ``address``
+    (HOST:PORT; ray://HOST:PORT is only connected to; "auto" is left to Ray): nothing
+    listens, or what answers is not a gRPC server (the dashboard's port, a proxy...).
+    ray.init would retry for 20 to 40 s, print Ray's own warnings, and a run would have
+    started its folder first.  Starts nothing: one TCP connection, on which the first call
+    ray.init makes (the GCS's GetClusterId) is sent once (:func:`_speaks_grpc`)."""
+    scheme, _, rest = address.rpartition("://")
+    host, sep, port = rest.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # let Ray resolve it
+    host = host.strip("[]")  # [IPv6]:PORT
     try:
-        socket.create_connection((host, int(port)), timeout=10).close()
+        conn = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         raise ConnectionError(f"nothing answers at {address}: {exc.strerror or exc}") from None
+    with conn:
+        if scheme:
+            return  # Ray Client's server speaks another service
+        conn.settimeout(PROBE_TIMEOUT_S)
+        problem = _speaks_grpc(conn, f"{host}:{port}")
+    if problem:
+        raise ConnectionError(f"{address} answers, but not as a Ray head node ({problem})")
+
+
+_GET_CLUSTER_ID = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _literal(name: str, value: str) -> bytes:
+    """An HPACK header field, literal and not indexed, without Huffman coding (RFC 7541 6.2.2)."""
+    out = b"\x00"
+    for text in (name.encode(), value.encode()):
+        assert len(text) < 127  # one-byte length prefix
+        out += bytes([len(text)]) + text
+    return out
+
+
+def _speaks_grpc(conn: socket.socket, authority: str) -> str:
+    """Send GetClusterId as gRPC over HTTP/2 (RFC 7540) and read the answer's first frames:
+    "" unless they prove the other end is no gRPC server (no HTTP/2; an HTTP status other
+    than 200, which every gRPC answer has, errors included).  Lenient on purpose: what it
+    cannot read (a slow server, an unusual header encoding) is left to ray.init."""
+    headers = b"".join(
+        _literal(n, v)
+        for n, v in ((":method", "POST"), (":scheme", "http"), (":path", _GET_CLUSTER_ID),
+                     (":authority", authority), ("content-type", "application/grpc"), ("te", "trailers"))
+    )  # fmt: skip
+    try:
+        conn.sendall(
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+            + _frame(0x4, 0, 0, b"")  # SETTINGS
+            + _frame(0x1, 0x4, 1, headers)  # HEADERS, END_HEADERS
+            + _frame(0x0, 0x1, 1, b"\x00\x00\x00\x00\x00")  # DATA, END_STREAM: an empty request message
+        )
+        data, frames = b"", 0
+        while True:
+            while len(data) < 9 or len(data) < 9 + int.from_bytes(data[:3], "big"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return "it closed the connection" if frames == 0 else ""
+                if frames == 0 and not data and chunk.startswith(b"HTTP/"):
+                    return "it speaks HTTP/1, not gRPC"
+                data += chunk
+            size, kind, flags, stream = data[:3], data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
+            size = int.from_bytes(size, "big")
+            payload, data = data[9 : 9 + size], data[9 + size :]
+            if frames == 0 and kind != 0x4:
+                return "it does not speak HTTP/2"
+            frames += 1
+            if kind == 0x7:  # GOAWAY
+                return "it ended the connection without answering (HTTP/2 GOAWAY)"
+            if kind != 0x1 or stream != 1 or not payload:
+                continue  # SETTINGS, WINDOW_UPDATE, PING...
+            if flags & 0x8:  # HEADERS, PADDED
+                payload = payload[1 : len(payload) - payload[0]]
+            if flags & 0x20:  # PRIORITY
+                payload = payload[5:]
+            status = _STATIC_STATUS.get(payload[:1])  # :status comes first; None: encoded otherwise
+            return "" if status in (200, None) else f"it answered HTTP status {status} to a gRPC call"
+    except TimeoutError:
+        return f"it said nothing in {PROBE_TIMEOUT_S:.0f} s" if frames == 0 else ""
+    except OSError as exc:
+        return f"the connection broke: {exc.strerror or exc}"
+
+
+# HPACK's static table entries for :status (RFC 7541 appendix A), as an indexed field's byte
+_STATIC_STATUS = {bytes([0x88 + i]): code for i, code in enumerate((200, 204, 206, 304, 400, 404, 500))}
