@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..bisect import halves
+from ..contracts.row import Row
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 
-Item = tuple[int, dict]  # (position, slim row)
+Item = tuple[int, Row]  # (position, row)
 STAGES = ("device", "reference")
 EXIT_CONTEXT_LOST = 3
 

@@ -15,7 +15,7 @@ import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, SPLITS, FileEntry, Manifest
 from ..contracts.reject import REAL_REJECTS_FILE
-from ..contracts.row import REAL_ROW_SCHEMA
+from ..contracts.row import REAL_ROW_SCHEMA, RealRow
 from ..dataset import shards, store
 from ..dataset.files import atomic_write
 from ..dataset.shards import SHARD_ROWS
@@ -32,7 +32,7 @@ def synthetic_shapes(root: Path) -> set[str]:
     for split in SPLITS:
         for row in folder.iter_rows(split):
             try:
-                shapes.add(kernel_shape_hash(row["python_source"]))
+                shapes.add(kernel_shape_hash(row.python_source))
             except SyntaxError:
                 continue
     return shapes
@@ -40,14 +40,15 @@ def synthetic_shapes(root: Path) -> set[str]:
 
 def write_real(
     root: Path,
-    rows: list[dict],
+    rows_by_split: dict[str, list[RealRow]],
     rejects: list[dict],
     preambles: dict[str, str],
     stats: dict,
     command: str,
     compiler: dict | None = None,
 ) -> Manifest:
-    """Replace the folder's ``real`` configuration with these rows; returns the manifest.
+    """Replace the folder's ``real`` configuration with these rows (``MineResult.by_split()``);
+    returns the manifest.
 
     ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
     records it for the synthetic rows); {} when mining ran without one."""
@@ -60,7 +61,7 @@ def write_real(
         old.unlink()
     files = []
     for split in SPLITS:
-        part = [{k: v for k, v in r.items() if k != "split"} for r in rows if r["split"] == split]
+        part = [row.to_dict() for row in rows_by_split.get(split, [])]
         if not part:
             continue
         n_shards = -(-len(part) // SHARD_ROWS)

@@ -35,21 +35,21 @@ GRADIENTS_UNCHECKED = (
 )
 
 
-def gradient_check(backward: str, vectors: dict | None, checked: dict | None = None) -> dict:
+def gradient_check(backward: str, vectors: dict | None, checked: GradientCheckInfo | None = None) -> GradientCheckInfo:
     """The gradient_check column of a mined row: the worker's check where it ran (float32
     on the built kernel), else honest about why none ran."""
     if not backward:
-        return {
-            "status": "forward_only",
-            "reason": "Warp emitted no backward (the kernel's module turns it off)",
-            "precision": "",
-            "probes": 0,
-            "worst_rel_error": 0.0,
-        }
+        return GradientCheckInfo(
+            status="forward_only",
+            reason="Warp emitted no backward (the kernel's module turns it off)",
+            precision="",
+            probes=0,
+            worst_rel_error=0.0,
+        )
     if vectors and checked is not None:
-        return dict(checked)
+        return dataclasses.replace(checked)
     reason = GRADIENTS_UNCHECKED if vectors else "not executed: no gradients recorded"
-    return {"status": "unverified", "reason": reason, "precision": "", "probes": 0, "worst_rel_error": 0.0}
+    return GradientCheckInfo(status="unverified", reason=reason, precision="", probes=0, worst_rel_error=0.0)
 
 
 kernel_shape_hash = canonical.kernel_shape_hash
@@ -96,8 +96,8 @@ def build_rows(
     synthetic_shapes: set[str] | None = None,
     ratios=DEFAULT_RATIOS,
     stats: RunStats | None = None,
-) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """(rows with their split, rejects, preambles by hash), in a fixed order; ``stats``
+) -> tuple[list[RealRow], list[str], list[dict], dict[str, str]]:
+    """(rows, each row's split, rejects, preambles by hash), in a fixed order; ``stats``
     (:func:`new_stats`), if given, counts every kernel at the stage that kept or rejected it.
 
     Files are taken in path order and kernels in line order, so which of two
@@ -112,7 +112,8 @@ def build_rows(
     versions = versions or {"warp-lang": warp_version}
     licenses = {**LICENSES, **(licenses or {})}
     dedup = Dedup(set(synthetic_shapes or ()))
-    rows: list[dict] = []
+    rows: list[RealRow] = []
+    splits: list[str] = []
     rejects: list[dict] = []
     preambles: dict[str, str] = {}
     for res in sorted(results, key=lambda r: r.src.relpath):
@@ -184,7 +185,7 @@ def build_rows(
                     status="ok" if k.compile_ok else "skipped",
                     time_ms=k.compile_ms,
                 ),
-                gradient_check=GradientCheckInfo(**grad),
+                gradient_check=grad,
                 warp_version=warp_version,
                 generator_version=GENERATOR_VERSION,
                 resources=None,  # not measured for mined kernels (produce --resources only)
@@ -198,7 +199,7 @@ def build_rows(
                     license=licenses.get(k.package, ""),
                     executed=vectors is not None,
                     not_executed_reason="" if vectors else not_run,
-                    gradients_checked=grad["probes"] > 0,
+                    gradients_checked=grad.probes > 0,
                     order_dependent=list(executed.order_dependent) if vectors and executed is not None else [],
                 ),
             )
@@ -206,8 +207,9 @@ def build_rows(
             stats.count_slot(CATEGORY, path, None)
             stats.count_row(CATEGORY, k.difficulty, split, row.metadata.forward_lines,
                             row.metadata.backward_lines, row.gradient_check.status)  # fmt: skip
-            rows.append({**row.to_dict(), "split": split})
-    return rows, rejects, preambles
+            rows.append(row)
+            splits.append(split)
+    return rows, splits, rejects, preambles
 
 
 def _named(k: MinedKernel) -> str:

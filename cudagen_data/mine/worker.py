@@ -23,6 +23,7 @@ from .. import execution as execute
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
 from ..contracts.reject import RealReject, RejectReason, error_line
+from ..contracts.row import GradientCheckInfo
 from ..extract.codegen import DEFAULT_ARCH, generate_cuda
 from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
@@ -73,7 +74,7 @@ class Executed:
     test_vectors: dict | None
     arg_specs: list[dict] | None
     not_run: str
-    gradient_check: dict | None = None  # the row's gradient_check, where the backward was checked
+    gradient_check: GradientCheckInfo | None = None  # the row's gradient_check, where the backward was checked
     check_seconds: float = 0.0  # of that check (timing only)
     order_dependent: list[str] = field(default_factory=list)  # entries not recorded: they depend on thread order
     order_seconds: float = 0.0  # of the chunk's reversed runs (timing only; on its first kernel)
@@ -341,14 +342,13 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
         )
     check = done.gradient_check
     if check is not None and any(d.startswith("input_grads.") for d in dropped):
-        check = {
-            **check,
-            "status": "unverified",
-            "precision": "",
-            "probes": 0,
-            "worst_rel_error": 0.0,
-            "reason": "input gradients depend on thread order: not recorded, not checked",
-        }
+        check = GradientCheckInfo(
+            status="unverified",
+            reason="input gradients depend on thread order: not recorded, not checked",
+            precision="",
+            probes=0,
+            worst_rel_error=0.0,
+        )
     return dataclasses.replace(done, test_vectors=kept, order_dependent=dropped, gradient_check=check)
 
 
@@ -587,7 +587,7 @@ def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
     return dataclasses.replace(spec, args=tuple(args))
 
 
-def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:
+def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> GradientCheckInfo:
     """The row's gradient_check: the built kernel's tape gradients against finite
     differences, in float32 (a mined kernel needs its file, so no float64 twin is made).
     A disagreeing adjoint is kept as ``mismatch`` with the construct responsible where
@@ -596,7 +596,7 @@ def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:
 
     with warp_env.quiet_stderr():
         check = gradcheck.check_built(spec, kernel, gradcheck.Point(result.inputs, result.output_grads), device=device)
-    row = check.to_row()
+    info = GradientCheckInfo(**check.to_row())
     if check.status == "mismatch" and check.construct:
-        row["reason"] = gradcheck.summary_reason(check)
-    return row
+        info.reason = gradcheck.summary_reason(check)
+    return info
