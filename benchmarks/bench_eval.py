@@ -66,7 +66,8 @@ def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict
                 raise
             print(f"note: dataset card not written ({exc.name} missing)", file=sys.stderr)
         print(f"produced {count} rows in {time.perf_counter() - t0:.1f} s (not timed below)")
-    rows = [row for _, row in dataset_rows(dataset)]
+    # dicts: the run stage's helpers timed here (eval/run.py) still read rows by column name
+    rows = [row.to_dict() for _, row in dataset_rows(dataset)]
     preambles = orjson.loads((dataset / "manifest.json").read_bytes()).get("preambles", {})
     return rows, preambles
 
