@@ -326,18 +326,10 @@ DEFERRED_IN_FILE = {
     "cudagen_data/pipeline/__init__.py": "PEP 562 __getattr__: `from cudagen_data.pipeline import produce` "
     "without loading the producer in worker processes that import pipeline.pool",
 }
-# Shrinking allowlist: files that mine-source (#25 part 1) is rewriting: the mining modules
-# and the four pool modules that become one.  Remove an entry when its file has no deferred
-# import left (the test below fails on an entry that no longer matches anything).
-DEFERRED_BEING_REWRITTEN = {
-    "cudagen_data/mine/discover.py",
-    "cudagen_data/mine/folder.py",
-    "cudagen_data/mine/locate.py",
-    "cudagen_data/mine/recheck.py",
-    "cudagen_data/mine/worker.py",
-    "cudagen_data/pipeline/pool.py",
-    "cudagen_data/eval/pool.py",
-    "cudagen_data/gpu/pool.py",
+# Modules of this package imported inside a function because of an optional dependency, by module:
+DEFERRED_MODULES = {
+    "cudagen_data.pipeline.ray_executor": "the --executor ray path only (Ray is optional); at the top of "
+    "pipeline/pool.py it would load pipeline.config into every worker process of every pool",
 }
 
 
@@ -385,22 +377,19 @@ def _deferred_imports(root: Path) -> list[tuple[str, int, str]]:
     return sorted(set(found))
 
 
-def _deferred_offenders(root: Path) -> tuple[list[str], set[str]]:
-    """Deferred imports with no listed reason; and the rewritten files that still have some."""
-    offenders, still = [], set()
+def _deferred_offenders(root: Path) -> list[str]:
+    """Deferred imports with no listed reason."""
+    offenders = []
     for rel, line, target in _deferred_imports(root):
-        if any(target == p or target.startswith(p + ".") for p in DEFERRED_PACKAGES):
+        if any(target == p or target.startswith(p + ".") for p in (*DEFERRED_PACKAGES, *DEFERRED_MODULES)):
             continue
-        if target.split(".")[0] != root.name and rel not in DEFERRED_BEING_REWRITTEN:
+        if target.split(".")[0] != root.name:
             offenders.append(f"{rel}:{line}: import {target} (standard library or a light package: at the top)")
             continue
         if rel in DEFERRED_IN_FILE:
             continue
-        if rel in DEFERRED_BEING_REWRITTEN:
-            still.add(rel)
-            continue
         offenders.append(f"{rel}:{line}: import {target}")
-    return offenders, still
+    return offenders
 
 
 def test_folders_import_only_layers_below():
@@ -412,13 +401,14 @@ def test_folders_import_only_layers_below():
 
 
 def test_no_import_is_deferred_into_a_function_without_a_reason():
-    offenders, still = _deferred_offenders(PACKAGE)
+    offenders = _deferred_offenders(PACKAGE)
     assert not offenders, (
         "imports inside functions (move them to the top; if a cycle forced it, fix the layering; "
-        "an optional or heavy dependency goes in DEFERRED_PACKAGES with its reason):\n" + "\n".join(offenders)
+        "an optional or heavy dependency goes in DEFERRED_PACKAGES or DEFERRED_MODULES with its reason):\n"
+        + "\n".join(offenders)
     )
-    stale = DEFERRED_BEING_REWRITTEN - still
-    assert not stale, f"no deferred import left in {sorted(stale)}: remove them from DEFERRED_BEING_REWRITTEN"
+    deferred = {target for _, _, target in _deferred_imports(PACKAGE)}
+    assert set(DEFERRED_MODULES) <= deferred, "DEFERRED_MODULES entries that no function imports"
 
 
 def test_the_layer_checks_can_fail(tmp_path):
@@ -438,11 +428,11 @@ def test_the_layer_checks_can_fail(tmp_path):
     graph = _folder_graph(pkg)
     assert graph["low"] == {"high"} and graph["high"] == {"low"} and graph["top"] == {"high"}
     assert _cycles(graph)
-    offenders, _ = _deferred_offenders(pkg)
+    offenders = _deferred_offenders(pkg)
     assert [o.split(": import ")[1].split(" ")[0] for o in offenders] == ["pkg.high", "os"]
     (pkg / "low/a.py").write_text("def f():\n    import warp\n    return warp\n")  # a listed package
     (pkg / "top.py").write_text("")
-    assert not _cycles(_folder_graph(pkg)) and _deferred_offenders(pkg)[0] == []
+    assert not _cycles(_folder_graph(pkg)) and _deferred_offenders(pkg) == []
 
 
 # --- Readers go through the row contract (issue #25, part 3) ------------------------------

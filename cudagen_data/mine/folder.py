@@ -15,10 +15,13 @@ import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, SPLITS, FileEntry, Manifest
 from ..contracts.reject import REAL_REJECTS_FILE
-from ..contracts.row import REAL_ROW_SCHEMA, RealRow
+from ..contracts.row import REAL_ROW_SCHEMA, ROW_SCHEMA, RealRow
 from ..dataset import shards, store
 from ..dataset.files import atomic_write
 from ..dataset.shards import SHARD_ROWS
+from ..pipeline.config import versions
+from ..publish.card import split_num_bytes
+from ..publish.card_real import render_card_with_real
 from .rows import kernel_shape_hash
 
 CONFIG = "real"
@@ -52,8 +55,6 @@ def write_real(
 
     ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
     records it for the synthetic rows); {} when mining ran without one."""
-    from ..pipeline.config import versions
-
     root = Path(root)
     data_dir = root / DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -95,9 +96,6 @@ def write_real(
 
 def render_readme(root: Path, manifest: Manifest, all_stats: dict) -> str:
     """The card with both configurations (``real`` only if the folder has no synthetic rows)."""
-    from ..contracts.row import ROW_SCHEMA
-    from ..publish.card import split_num_bytes
-    from ..publish.card_real import render_card_with_real
 
     def split_files(config: str) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import xxhash
+
 from ..contracts.row import RealRow
+from ..extract.codegen import generate_cuda
 from .collect import collect
 from .discover import MineError, SourceFile, installed_warp_root
+from .worker import naming_root as file_naming_root
 
 
 def source_file_of(row: RealRow, user_root: str | Path | None = None) -> SourceFile:
@@ -56,9 +60,6 @@ def kernel_of(row: RealRow, user_root: str | Path | None = None):
 def regenerate(row: RealRow) -> list[str] | None:
     """Parts of a real row's CUDA that this machine's Warp generates differently ([] if
     none); None when the row's file is not here (a user's tree): not checked."""
-    from ..extract.codegen import generate_cuda
-    from .worker import naming_root
-
     try:
         src = source_file_of(row)
         kernel = kernel_of(row)
@@ -66,7 +67,7 @@ def regenerate(row: RealRow) -> list[str] | None:
         if row.provenance.package != "warp-lang":
             return None
         return [f"codegen failed: {exc}"]
-    emitted = generate_cuda(kernel, arch=row.compile.arch, root=naming_root(src))
+    emitted = generate_cuda(kernel, arch=row.compile.arch, root=file_naming_root(src))
     differs = [
         name
         for name, recorded in (
@@ -76,8 +77,6 @@ def regenerate(row: RealRow) -> list[str] | None:
         )
         if getattr(emitted, name) != recorded
     ]
-    import xxhash
-
     if xxhash.xxh3_64_hexdigest(emitted.preamble.encode()) != row.preamble_hash:
         differs.insert(0, "preamble")
     return differs
@@ -85,9 +84,7 @@ def regenerate(row: RealRow) -> list[str] | None:
 
 def naming_root(row: RealRow) -> str | None:
     """The folder this machine names the row's file relative to (None if not found here)."""
-    from .worker import naming_root as root_of
-
     try:
-        return root_of(source_file_of(row))
+        return file_naming_root(source_file_of(row))
     except MineError:
         return None

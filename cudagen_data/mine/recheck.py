@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from .. import execution
+from .. import execution, warp_boundary
+from ..contracts.reject import RejectReason
 from ..contracts.row import GradientCheckInfo, RealRow
 from ..contracts.test_vectors import TestVectors
 from ..warp_boundary import mining as warp_mining
@@ -66,8 +67,6 @@ def run_row(row: RealRow, kernel, device: str, *, with_check: bool = False):
     Unlike a synthetic row, a constant output is no failure here: real kernels fill,
     count and copy.  ``with_check``: also the gradient check again where the row's
     records one that ran (verified or mismatch), and return (result, its check or None)."""
-    from ..contracts.reject import RejectReason
-
     dec = TestVectors.from_json(row.test_vectors).decoded()
     recheck = with_check and row.gradient_check.status in ("verified", "mismatch")
     done = run_one(
@@ -88,8 +87,6 @@ def run_row(row: RealRow, kernel, device: str, *, with_check: bool = False):
 
 
 def execution_build(module) -> str | None:
-    from .. import warp_boundary
-
     return warp_boundary.build_module(module, "cpu")
 
 

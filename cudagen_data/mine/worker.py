@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
+import pickle
+import select
+import signal
 import textwrap
 import time
 from collections.abc import Iterator
@@ -20,16 +24,18 @@ import orjson
 import xxhash
 
 from .. import execution as execute
+from .. import gradcheck
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
 from ..contracts.reject import RealReject, RejectReason, error_line
 from ..contracts.row import GradientCheckInfo
-from ..extract.codegen import DEFAULT_ARCH, generate_cuda
+from ..contracts.test_vectors import TestVectors
+from ..extract.codegen import DEFAULT_ARCH, ExtractedKernel, generate_cuda
 from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
 from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
-from ..spec import KernelSpec, is_float_dtype
+from ..spec import ArgSpec, KernelSpec, is_float_dtype
 from ..warp_boundary import mining as warp_mining
 from . import argspecs, order, values
 from .collect import collect
@@ -238,8 +244,6 @@ def prepare_file(
 def compile_kernels(kernels: list[MinedKernel], *, arch: int, level: str) -> None:
     """The compile check of these kernels (any files), one translation unit per preamble
     (failing units bisected: a kernel's verdict never depends on its neighbours)."""
-    from ..extract.codegen import ExtractedKernel
-
     by_preamble: dict[str, list[MinedKernel]] = {}
     for k in kernels:
         by_preamble.setdefault(k.preamble, []).append(k)
@@ -271,8 +275,6 @@ def classify_import_error(message: str) -> RejectReason:
 def naming_root(src: SourceFile) -> str:
     """The folder a mined file is named relative to (the mined root's parent): what
     :func:`warp_boundary.postprocess_cuda` and ``scrub_paths`` take as ``root``."""
-    import os
-
     return os.path.dirname(src.root)
 
 
@@ -286,8 +288,6 @@ def public_text(text: str, src: SourceFile) -> str:
 
 
 def _spec(k: MinedKernel, specs: list, index: int) -> KernelSpec:
-    from ..spec import ArgSpec
-
     key = f"{k.relpath}:{k.line}:{k.qualname}:{k.overload}"
     return KernelSpec(
         category=CATEGORY, kernel_name=k.kernel_name, python_source=k.python_source,
@@ -355,7 +355,6 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
 def run_reversed(kernels: list[MinedKernel], live: list, done: list[Executed]) -> list[Executed]:
     """Each kernel built again with its threads run last to first, on its recorded inputs
     and output gradients (no gradient check)."""
-    from ..contracts.test_vectors import TestVectors
 
     def attempt(pos):
         with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
@@ -402,11 +401,6 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
     """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), writes
     out of bounds (SIGSEGV) or never ends costs only that child, not the worker and the
     CPU build it holds.  The child only launches the already built kernel."""
-    import os
-    import pickle
-    import select
-    import signal
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -571,8 +565,6 @@ def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
     """Warp does not say which struct fields a kernel writes, so every field array was
     drawn and read back: a field the run left unchanged is an input (dropped from the
     outputs, role "in"), never an output that records nothing."""
-    import dataclasses
-
     args = []
     for a in spec.args:
         if (
@@ -592,8 +584,6 @@ def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> Gradient
     differences, in float32 (a mined kernel needs its file, so no float64 twin is made).
     A disagreeing adjoint is kept as ``mismatch`` with the construct responsible where
     known: the row is real code, and users filter on the status."""
-    from .. import gradcheck
-
     with warp_env.quiet_stderr():
         check = gradcheck.check_built(spec, kernel, gradcheck.Point(result.inputs, result.output_grads), device=device)
     info = GradientCheckInfo(**check.to_row())
