@@ -109,3 +109,13 @@ def test_readers_get_rows_or_one_line_about_what_is_not_one(tmp_path):
     assert (verdict.pos, verdict.row_id, verdict.kernel_name) == (4, "p", "k1")
     assert verdict.failures[0][0] == "schema" and "not a dataset row" in verdict.failures[0][1]
     assert judge(5, read_row({UNREADABLE: "x"}), None, None, {}, "1.0").failures == [("schema", "not a JSON line")]
+
+
+def test_export_reads_columns_of_the_contract():
+    """The export reads a projection of the row (PairText): every field a column of the contract."""
+    from cudagen_data.publish.export import PAIR_COLUMNS, PairText, build_pair
+
+    assert set(PAIR_COLUMNS) <= set(ROW_SCHEMA.names)
+    row = dataclasses.replace(_outcome(1, "a", "p", "c").row, python_source="src", cuda_forward="fwd")
+    projected = PairText(**{c: getattr(row, c) for c in PAIR_COLUMNS})
+    assert build_pair(projected) == build_pair(row)
