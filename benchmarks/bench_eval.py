@@ -66,7 +66,8 @@ def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict
                 raise
             print(f"note: dataset card not written ({exc.name} missing)", file=sys.stderr)
         print(f"produced {count} rows in {time.perf_counter() - t0:.1f} s (not timed below)")
-    rows = [row for _, row in dataset_rows(dataset)]
+    # dicts: the run stage's helpers timed here (eval/run.py) still read rows by column name
+    rows = [row.to_dict() for _, row in dataset_rows(dataset)]
     preambles = orjson.loads((dataset / "manifest.json").read_bytes()).get("preambles", {})
     return rows, preambles
 
@@ -98,15 +99,16 @@ def candidates(rows: list[dict], n: int, partial: bool = False):
 
 def front_end_floor(items, preambles, scorer) -> float:
     """Seconds for the bare NVRTC front end over the same units, batched as the judge batches them."""
+    from cudagen_data.contracts.row import as_row
     from cudagen_data.eval.compile import BATCH, Unit, batch_text
 
     units = []
     for row, cand, _, _ in items:
-        if scorer._structure(row, cand).ok:  # noqa: SLF001 - only to pick the same units; not timed
+        if scorer._structure(as_row(row), cand).ok:  # noqa: SLF001 - only to pick the same units; not timed
             back = cand.backward if cand.backward is not None else row["cuda_backward"]
             units.append(
                 Unit(
-                    scorer._preamble(row, preambles),
+                    scorer._preamble(as_row(row), preambles),
                     row["device_functions"],
                     cand.forward,
                     back,
@@ -247,11 +249,12 @@ def main() -> int:
     try:
         # Not timed: preambles (regenerated where the manifest lacks them) and NVRTC's
         # precompiled header of each one, so neither the judge nor the floor pays for it.
+        from cudagen_data.contracts.row import as_row
         from cudagen_data.eval.compile import Unit
 
         warm = {}
         for row, _cand, _, _ in items:
-            pre = scorer._preamble(row, preambles)  # noqa: SLF001
+            pre = scorer._preamble(as_row(row), preambles)  # noqa: SLF001
             warm.setdefault(
                 (pre, int(row["compile"]["arch"])),
                 Unit(

@@ -70,8 +70,8 @@ def main() -> int:
         except SyntaxError:
             pass
     for row in full.rows:
-        by_dir[1][_top(row["provenance"]["path"])] += 1
-        by_dir[2][_top(row["provenance"]["path"])] += row["provenance"]["executed"]
+        by_dir[1][_top(row.provenance.path)] += 1
+        by_dir[2][_top(row.provenance.path)] += row.provenance.executed
     for d in sorted(by_dir[0]):
         print(f"  {d}: {by_dir[0][d]} definitions, {by_dir[1][d]} rows, {by_dir[2][d]} executed")
     print(f"wall time: {full_s:.1f} s ({args.workers} workers); worker seconds by stage: {s['stage_seconds']}")
@@ -105,9 +105,9 @@ def verbatim(files, rows, n: int) -> int:
     """Compare mined text with Warp's codegen of each sampled file's whole module."""
     from cudagen_data.mine.verbatim import module_cuda_contains
 
-    by_file: dict[str, list[dict]] = {}
+    by_file: dict[str, list] = {}
     for row in rows:
-        by_file.setdefault(row["provenance"]["path"], []).append(row)
+        by_file.setdefault(row.provenance.path, []).append(row)
     sample = [f for f in files if f.relpath in by_file][:: max(1, len(by_file) // n)][:n]
     checked = mismatched = 0
     for f in sample:

@@ -695,7 +695,7 @@ def _mine_locked(files, output, paths, workers, options, ratios, compiler, no_co
         words.append("--no-compile")
     elif compile_level != DEFAULT_COMPILE_LEVEL:
         words += ["--compile", compile_level]
-    write_real(output, result.rows, result.rejects, result.preambles, result.stats, " ".join(words), compiler)
+    write_real(output, result.by_split(), result.rejects, result.preambles, result.stats, " ".join(words), compiler)
     typer.echo(format_summary(result.stats, output, REAL_REJECTS_FILE))
 
 

@@ -9,6 +9,7 @@ compared with the recorded ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import re
 from collections import Counter, deque
@@ -25,10 +26,20 @@ import pyarrow.parquet as pq
 from . import canonical
 from .contracts.manifest import CONFIGS, MANIFEST_FILE, Manifest, ManifestError
 from .contracts.read import recorded_run, row_to_spec
-from .contracts.row import COLUMNS, REAL_COLUMNS, REAL_GRADIENT_STATUSES, REAL_ROW_SCHEMA, ROW_SCHEMA, is_real_row
+from .contracts.row import (
+    COLUMNS,
+    REAL_COLUMNS,
+    REAL_GRADIENT_STATUSES,
+    REAL_ROW_SCHEMA,
+    ROW_SCHEMA,
+    Row,
+    column_of,
+    is_real_row,
+    row_from_dict,
+)
 from .contracts.test_vectors import TestVectors
 from .dataset import store
-from .dataset.read import iter_rows_from
+from .dataset.read import UNREADABLE, iter_rows_from
 from .execution import SizedRun, execute_specs, forward_only_reason
 from .extract import ExtractedKernel, compile_units, extract_source
 from .extract.levels import COMPILE_LEVELS
@@ -77,6 +88,8 @@ def gradcheck_point(spec: KernelSpec, vectors: TestVectors):
 
 
 def check_schema(row: dict) -> list[str]:
+    """A record's columns against the row contract's schema (the record as read from its
+    file: the one check that reads a row before it is a :class:`Row`)."""
     problems = []
     # A mined row (cudagen mine) has the "real" configuration's columns.
     columns, schema = (REAL_COLUMNS, REAL_ROW_SCHEMA) if is_real_row(row) else (COLUMNS, ROW_SCHEMA)
@@ -94,28 +107,30 @@ def check_schema(row: dict) -> list[str]:
     return problems
 
 
-def check_hashes(row: dict) -> list[str]:
+def check_hashes(row: Row) -> list[str]:
     problems = []
-    src = row["python_source"]
+    src = row.python_source
     python_hash, shape_hash = canonical.canonical_hashes(src)  # one parse for both
-    if python_hash != row["python_hash"]:
+    if python_hash != row.python_hash:
         problems.append("python_hash does not match python_source")
     real = is_real_row(row)  # a mined kernel: its id adds the overload; its shape is its def's
-    if row["id"] != row["python_hash"] and not (real and row["id"].startswith(row["python_hash"] + "-")):
+    if row.id != row.python_hash and not (real and row.id.startswith(row.python_hash + "-")):
         problems.append("id is not the python hash")
-    if (canonical.kernel_shape_hash(src) if real else shape_hash) != row["shape_hash"]:
+    if (canonical.kernel_shape_hash(src) if real else shape_hash) != row.shape_hash:
         problems.append("shape_hash does not match python_source")
-    if canonical.cuda_hash(row["cuda_forward"], row["cuda_backward"]) != row["cuda_hash"]:
+    if canonical.cuda_hash(row.cuda_forward, row.cuda_backward) != row.cuda_hash:
         problems.append("cuda_hash does not match cuda_forward + cuda_backward")
     return problems
 
 
-def check_cuda_structure(row: dict) -> list[str]:
+def check_cuda_structure(row: Row) -> list[str]:
     problems = []
-    for column, kind in (("cuda_forward", "forward"), ("cuda_backward", "backward")):
-        text = row[column]
+    for column, kind, text, lines in (
+        ("cuda_forward", "forward", row.cuda_forward, row.metadata.forward_lines),
+        ("cuda_backward", "backward", row.cuda_backward, row.metadata.backward_lines),
+    ):
         if kind == "backward" and not text:
-            if row["metadata"]["has_backward"]:
+            if row.metadata.has_backward:
                 problems.append("has_backward is true but cuda_backward is empty")
             continue
         m = _GLOBAL_RE.search(text)
@@ -123,24 +138,24 @@ def check_cuda_structure(row: dict) -> list[str]:
             problems.append(f"{column} is not a Warp {kind} __global__ function")
         if text.count("{") != text.count("}"):
             problems.append(f"{column} has unbalanced braces")
-        if row["metadata"][f"{kind}_lines"] != text.count("\n"):
+        if lines != text.count("\n"):
             problems.append(f"metadata.{kind}_lines does not match {column}")
     return problems
 
 
-def check_resources(row: dict, preamble: str) -> list[str]:
+def check_resources(row: Row, preamble: str) -> list[str]:
     """The row's ``resources`` against a fresh build of its translation unit for the arch
     it records (ptxas is deterministic: any difference is a wrong or edited figure)."""
-    recorded = row["resources"]
-    unit = "\n".join((preamble, row["device_functions"], row["cuda_forward"], row["cuda_backward"]))
+    recorded = row.resources
+    unit = "\n".join((preamble, row.device_functions, row.cuda_forward, row.cuda_backward))
     try:
-        fresh = dataclasses.asdict(measure_unit(unit, row["cuda_forward"], row["cuda_backward"], arch=recorded["arch"]))
+        fresh = dataclasses.asdict(measure_unit(unit, row.cuda_forward, row.cuda_backward, arch=recorded.arch))
     except (ResourceError, ValueError) as exc:
         return [f"not rebuilt: {exc}"]
     return [
-        f"resources.{name} is {recorded.get(name)!r}, the compiler reports {value!r}"
+        f"resources.{name} is {getattr(recorded, name)!r}, the compiler reports {value!r}"
         for name, value in fresh.items()
-        if recorded.get(name) != value
+        if getattr(recorded, name) != value
     ]
 
 
@@ -181,7 +196,8 @@ def validate_rows(
     pending: deque[tuple[list, dict, Future]] = deque()
 
     def submit(chunk: list) -> None:
-        needed = {h: preambles[h] for h in {row.get("preamble_hash") for _, row in chunk} if h in preambles}
+        hashes = {column_of(record, "preamble_hash") for _, record in chunk}
+        needed = {h: preambles[h] for h in hashes if h in preambles}
         pending.append((chunk, needed, executor.submit(check_rows, needed, arch, rtol, atol, chunk)))
 
     def take() -> None:
@@ -213,31 +229,31 @@ def validate_rows(
         executor.close(kill=True)
 
 
-def check_gradient_declaration(row: dict) -> list[str]:
+def check_gradient_declaration(row: Row) -> list[str]:
     """A row's gradient_check agrees with its backward: forward-only rows ship none and say
     so in their source; every other row ships one."""
-    status = row["gradient_check"]["status"]
+    status = row.gradient_check.status
     if is_real_row(row):  # a mined kernel: its module (not its def) may turn the backward off
-        if (status == "forward_only") != (not row["cuda_backward"]) or status not in REAL_GRADIENT_STATUSES:
+        if (status == "forward_only") != (not row.cuda_backward) or status not in REAL_GRADIENT_STATUSES:
             return [
                 f"gradient_check.status {status!r} does not fit a mined kernel "
-                f"with{'out' if not row['cuda_backward'] else ''} a backward"
+                f"with{'out' if not row.cuda_backward else ''} a backward"
             ]
         return []
-    declared = forward_only_reason(row["python_source"])
+    declared = forward_only_reason(row.python_source)
     if status not in STATUSES or status == "mismatch":
         return [f"gradient_check.status {status!r} is not a row status"]
     if status == "forward_only" and not declared:
         return ["forward-only, but the source declares no enable_backward=False (nor has a while loop)"]
     if declared and status != "forward_only":
         return [f"the source is forward-only ({declared}), but gradient_check.status is {status!r}"]
-    if status != "forward_only" and not row["cuda_backward"]:
+    if status != "forward_only" and not row.cuda_backward:
         return ["no cuda_backward, but the row is not forward-only"]
-    if "enable_backward" in (declared or "") and row["cuda_backward"]:
+    if "enable_backward" in (declared or "") and row.cuda_backward:
         return ["declared forward-only, but cuda_backward is not empty"]
-    if status == "verified" and row.get("test_vectors"):
+    if status == "verified" and row.test_vectors:
         try:
-            vacuous = TestVectors.from_json(row["test_vectors"]).input_grads_all_zero()
+            vacuous = TestVectors.from_json(row.test_vectors).input_grads_all_zero()
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError):
             return []  # unreadable vectors are reported by the re-run
         if vacuous:
@@ -271,165 +287,231 @@ def _chunks(located_rows: Iterable[tuple[str, dict]], sizes: Iterator[int]) -> I
 
 
 def _crashed(item: tuple[str, dict]) -> ValidationReport:
-    where, row = item
+    where, record = item
     part = ValidationReport(rows=1)
-    part.by_category[row.get("category", "?")] += 1
-    part.failures.append(
-        RowFailure(
-            where,
-            str(row.get("id", "?")),
-            str(row.get("category", "?")),
-            "crash",
-            "the worker process died checking this row alone",
-        )
-    )
+    part.by_category[column_of(record, "category", "?")] += 1
+    part.failures.append(_failure(where, record, "crash", "the worker process died checking this row alone"))
     return part
+
+
+def _failure(where: str, record: dict, check: str, message: str) -> RowFailure:
+    """A failure of the record at ``where``, named by the id and category it says it has."""
+    return RowFailure(where, str(column_of(record, "id", "?")), str(column_of(record, "category", "?")), check, message)
+
+
+class _ChunkCheck:
+    """A worker's check of one chunk: its (location, record) pairs and one report per record."""
+
+    def __init__(self, chunk: list[tuple[str, dict]]):
+        self.chunk = chunk
+        self.reports = [ValidationReport(rows=1) for _ in chunk]
+
+    def ran(self, i: int, check: str) -> None:
+        self.reports[i].checks_run[check] += 1
+
+    def fail(self, i: int, check: str, message: str) -> None:
+        where, record = self.chunk[i]
+        self.reports[i].failures.append(_failure(where, record, check, message))
+
+
+@dataclass
+class _Runnable:
+    """A row that passed the checks of its text: it is compiled and run again."""
+
+    i: int  # its index in the chunk
+    row: Row
+    preamble: str
+    level: str  # the compile level it records
 
 
 def check_rows(
     preambles: dict[str, str], arch: int | None, rtol: float, atol: float, chunk: list[tuple[str, dict]]
 ) -> list[ValidationReport]:
-    """Check a chunk of (location, row); one report per row, in order (what a worker runs)."""
-    reports = [ValidationReport(rows=1) for _ in chunk]
+    """Check a chunk of (location, record); one report per row, in order (what a worker runs)."""
+    c = _ChunkCheck(chunk)
+    runnable = [r for i in range(len(chunk)) if (r := _read_and_check_text(c, i, preambles)) is not None]
+    _recompile(c, runnable, arch)
+    # a row with a resources column: rebuilt to machine code, ptxas must report the same figures
+    for r in runnable:
+        if r.row.resources is not None:
+            c.ran(r.i, "resources")
+            for p in check_resources(r.row, r.preamble):
+                c.fail(r.i, "resources", p)
+    with_vectors = [r for r in runnable if r.row.test_vectors]
+    real = [r for r in with_vectors if is_real_row(r.row)]
+    if real:
+        _rerun_real(c, real, rtol, atol)
+    _rerun_synthetic(c, [r for r in with_vectors if not is_real_row(r.row)], rtol, atol)
+    return c.reports
 
-    def fail(i, check, message):
-        where, row = chunk[i]
-        reports[i].failures.append(
-            RowFailure(where, str(row.get("id", "?")), str(row.get("category", "?")), check, message)
-        )
 
-    runnable = []
-    for i, (_where, row) in enumerate(chunk):
-        reports[i].by_category[row.get("category", "?")] += 1
-        if "__unreadable__" in row:
-            fail(i, "schema", "not a JSON line")
-            continue
-        problems = check_schema(row)
-        reports[i].checks_run["schema"] += 1
-        if problems:
-            for p in problems:
-                fail(i, "schema", p)
-            continue
-        for check, fn in (("hashes", check_hashes), ("cuda_structure", check_cuda_structure)):
-            reports[i].checks_run[check] += 1
-            for p in fn(row):
-                fail(i, check, p)
-        level = row["compile"].get("level") or "ptx"  # rows made before levels: the full compile
-        if row["compile"]["status"] == "ok" and level not in COMPILE_LEVELS:
-            fail(i, "nvrtc", f"unknown compile level {level!r}")
-            continue
-        preamble = preambles.get(row["preamble_hash"])
-        if preamble is None:
-            # A lone file: regenerate the preamble from the source itself.
-            rep = extract_source(row["python_source"], block_dim=row["block_dim"] or 256)
-            preamble = rep.kernels[0].preamble if rep.kernels else None
-            if preamble is None or canonical.text_hash(preamble) != row["preamble_hash"]:
-                fail(i, "preamble", f"preamble {row['preamble_hash']} not in the manifest and not reproducible")
-                continue
-        reports[i].checks_run["gradient_declaration"] += 1
-        for p in check_gradient_declaration(row):
-            fail(i, "gradient_check", p)
-        runnable.append((i, row, preamble, level))
+def _read_and_check_text(c: _ChunkCheck, i: int, preambles: dict[str, str]) -> _Runnable | None:
+    """Record ``i`` against the schema, then, read as a row, its hashes, CUDA structure,
+    compile level, preamble and gradient declaration; the row if it can be compiled and run."""
+    record = c.chunk[i][1]
+    c.reports[i].by_category[column_of(record, "category", "?")] += 1
+    if not isinstance(record, dict) or UNREADABLE in record:
+        c.fail(i, "schema", "not a JSON line" if isinstance(record, dict) else "not a JSON object")
+        return None
+    problems = check_schema(record)
+    c.ran(i, "schema")
+    if not problems:
+        try:
+            row = row_from_dict(record)
+        except (TypeError, KeyError) as exc:  # a struct column with fields missing or unknown
+            problems = [f"does not fit the row contract ({type(exc).__name__}: {exc})"]
+    if problems:
+        for p in problems:
+            c.fail(i, "schema", p)
+        return None
+    for check, fn in (("hashes", check_hashes), ("cuda_structure", check_cuda_structure)):
+        c.ran(i, check)
+        for p in fn(row):
+            c.fail(i, check, p)
+    level = row.compile.level or "ptx"  # rows made before levels: the full compile
+    if row.compile.status == "ok" and level not in COMPILE_LEVELS:
+        c.fail(i, "nvrtc", f"unknown compile level {level!r}")
+        return None
+    preamble = preambles.get(row.preamble_hash)
+    if preamble is None:
+        # A lone file: regenerate the preamble from the source itself.
+        rep = extract_source(row.python_source, block_dim=row.block_dim or 256)
+        preamble = rep.kernels[0].preamble if rep.kernels else None
+        if preamble is None or canonical.text_hash(preamble) != row.preamble_hash:
+            c.fail(i, "preamble", f"preamble {row.preamble_hash} not in the manifest and not reproducible")
+            return None
+    c.ran(i, "gradient_declaration")
+    for p in check_gradient_declaration(row):
+        c.fail(i, "gradient_check", p)
+    return _Runnable(i, row, preamble, level)
 
-    # each row is re-checked at its own level and arch (a row skipped by --fast is not)
-    groups: dict[tuple[int, str], list] = {}
-    for i, row, preamble, level in runnable:
-        if row["compile"]["status"] == "ok":
-            groups.setdefault((arch or row["compile"]["arch"], level), []).append((i, row, preamble))
+
+def _recompile(c: _ChunkCheck, runnable: list[_Runnable], arch: int | None) -> None:
+    """NVRTC again, each row at its own level and arch (a row skipped by --fast is not)."""
+    groups: dict[tuple[int, str], list[_Runnable]] = {}
+    for r in runnable:
+        if r.row.compile.status == "ok":
+            groups.setdefault((arch or r.row.compile.arch, r.level), []).append(r)
     for (group_arch, level), members in groups.items():
         kernels = [
             ExtractedKernel(
-                r["kernel_name"],
+                r.row.kernel_name,
                 "",
                 0,
-                pre,
-                r["device_functions"],
-                r["cuda_forward"],
-                r["cuda_backward"],
-                r["block_dim"] or 256,
+                r.preamble,
+                r.row.device_functions,
+                r.row.cuda_forward,
+                r.row.cuda_backward,
+                r.row.block_dim or 256,
             )
-            for _, r, pre in members
+            for r in members
         ]
-        for (i, _, _), res in zip(members, compile_units(kernels, arch=group_arch, level=level), strict=False):
-            reports[i].checks_run[f"nvrtc_{level}"] += 1
+        for r, res in zip(members, compile_units(kernels, arch=group_arch, level=level), strict=False):
+            c.ran(r.i, f"nvrtc_{level}")
             if not res.ok:
-                fail(i, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
+                c.fail(r.i, "nvrtc", (res.log.splitlines() or ["compile failed"])[0])
 
-    # a row with a resources column: rebuilt to machine code, ptxas must report the same figures
-    for i, row, preamble, _ in runnable:
-        if row["resources"] is not None:
-            reports[i].checks_run["resources"] += 1
-            for p in check_resources(row, preamble):
-                fail(i, "resources", p)
 
-    real = [i for i, row, _, _ in runnable if row["test_vectors"] and is_real_row(row)]
-    if real:
-        _rerun_real(real, chunk, reports, fail, rtol, atol)
-    # Every recorded set (every size) is run again: the row's own size first, the others
-    # on the same build (execute_specs' ``more``), each against its own recorded values.
-    specs, given, recorded, more, points = [], [], [], [], []
-    for i, row, _, _ in runnable:
-        if not row["test_vectors"] or is_real_row(row):
-            continue
-        try:
-            vectors = TestVectors.from_json(row["test_vectors"])
-            spec = row_to_spec(row)
-            sets = [(v, v.decoded()) for v in vectors.sets()]
-            sized = [SizedRun(v.size, v.sized_spec(spec), (d["inputs"], d["output_grads"])) for v, d in sets[1:]]
-            point = gradcheck_point(spec, vectors)
-        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
-            fail(i, "test_vectors", f"unreadable test vectors: {exc}")
-            continue
-        specs.append(spec)
-        given.append((sets[0][1]["inputs"], sets[0][1]["output_grads"]))
-        recorded.append((i, [(v.size, d["outputs"], d["input_grads"]) for v, d in sets]))
-        more.append(sized)
-        points.append(point)
-    if not specs:
-        return reports
+@dataclass
+class _Rerun:
+    """A synthetic row's recorded run, ready to run again: every recorded size (the row's
+    own first, the others on the same build: execute_specs' ``more``)."""
 
-    wants_check = [chunk[i][1]["gradient_check"]["status"] == "verified" for i, _ in recorded]
+    i: int
+    spec: KernelSpec
+    given: tuple[dict, dict]  # the row's own size: (inputs, output gradients)
+    recorded: list[tuple[str, dict, dict]]  # each size: (label, outputs, input gradients)
+    more: list[SizedRun]
+    point: Point  # where the gradient check probes
+    wants_check: bool  # the row says its backward is verified
+
+
+def _planned_rerun(c: _ChunkCheck, r: _Runnable) -> _Rerun | None:
+    try:
+        vectors = TestVectors.from_json(r.row.test_vectors)
+        spec = row_to_spec(r.row)
+        sets = [(v, v.decoded()) for v in vectors.sets()]
+        sized = [SizedRun(v.size, v.sized_spec(spec), (d["inputs"], d["output_grads"])) for v, d in sets[1:]]
+        point = gradcheck_point(spec, vectors)
+    except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
+        c.fail(r.i, "test_vectors", f"unreadable test vectors: {exc}")
+        return None
+    own = sets[0][1]
+    return _Rerun(
+        r.i,
+        spec,
+        (own["inputs"], own["output_grads"]),
+        [(v.size, d["outputs"], d["input_grads"]) for v, d in sets],
+        sized,
+        point,
+        r.row.gradient_check.status == "verified",
+    )
+
+
+def _rerun_synthetic(c: _ChunkCheck, runnable: list[_Runnable], rtol: float, atol: float) -> None:
+    """Every recorded set (every size) run again, each against its own recorded values;
+    then the gradient check again, from scratch, where the row says its backward is verified."""
+    reruns = [p for r in runnable if (p := _planned_rerun(c, r)) is not None]
+    if not reruns:
+        return
     own = {}  # a row checked on the kernel its re-run built (no float64 twin), as produce does
 
     def check_own(k: int, kernel, run) -> None:
-        if wants_check[k]:
-            own[k] = check_own_build(specs[k], kernel, points[k])
+        if reruns[k].wants_check:
+            own[k] = check_own_build(reruns[k].spec, kernel, reruns[k].point)
 
-    runs = execute_specs(specs, reference_checks={}, given=given, more=more, on_run=check_own)
-    for (i, sets), run in zip(recorded, runs, strict=False):
-        reports[i].checks_run["cpu_execution"] += 1
-        if not run.ok:
-            fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
+    runs = execute_specs(
+        [p.spec for p in reruns],
+        reference_checks={},
+        given=[p.given for p in reruns],
+        more=[p.more for p in reruns],
+        on_run=check_own,
+    )
+    for p, run in zip(reruns, runs, strict=False):
+        _compare_sizes(c, p, run, rtol, atol)
+    _recheck_gradients(c, reruns, own)
+
+
+def _compare_sizes(c: _ChunkCheck, p: _Rerun, run, rtol: float, atol: float) -> None:
+    """A re-run's outputs and input gradients at each recorded size against the recorded ones."""
+    i, sets = p.i, p.recorded
+    c.ran(i, "cpu_execution")
+    if not run.ok:
+        c.fail(i, "cpu_execution", f"{run.reason}: {run.detail}")
+        return
+    reruns = [(sets[0][0], run), *((label, r) for label, _, r in run.more_sizes)]
+    for (size, outputs, in_grads), (_, rerun) in zip(sets, reruns, strict=True):
+        if size != sets[0][0]:
+            c.ran(i, "cpu_execution_other_sizes")
+
+        def fail_at(m: str, size: str = size, own: str = sets[0][0]) -> None:
+            c.fail(i, "cpu_execution", m if size == own else f"size {size}: {m}")
+
+        if not rerun.ok:
+            fail_at(f"{rerun.reason}: {rerun.detail}")
             continue
-        reruns = [(sets[0][0], run), *((label, r) for label, _, r in run.more_sizes)]
-        for (size, outputs, in_grads), (_, rerun) in zip(sets, reruns, strict=True):
-            if size != sets[0][0]:
-                reports[i].checks_run["cpu_execution_other_sizes"] += 1
+        _compare_with_recorded(fail_at, outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
 
-            def fail_at(m: str, i: int = i, size: str = size, own: str = sets[0][0]) -> None:
-                fail(i, "cpu_execution", m if size == own else f"size {size}: {m}")
 
-            if not rerun.ok:
-                fail_at(f"{rerun.reason}: {rerun.detail}")
-                continue
-            _compare_with_recorded(fail_at, outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
-    # The gradient check again, from scratch, where the row says its backward is verified.
-    verified = [
-        (k, spec, point, i)
-        for k, (spec, point, (i, _)) in enumerate(zip(specs, points, recorded, strict=False))
-        if wants_check[k]
-    ]
-    if verified:
-        todo = [v for v in verified if own.get(v[0]) is None]
-        found = dict(
-            zip((v[0] for v in todo), check_gradients([v[1] for v in todo], [v[2] for v in todo]), strict=False)
-        )
-        for k, _, _, i in verified:
-            check = own.get(k) or found[k]
-            reports[i].checks_run["gradient_check"] += 1
-            if check.status != "verified":
-                fail(i, "gradient_check", f"recorded verified, re-check says {check.status}: {summary_reason(check)}")
-    return reports
+def _recheck_gradients(c: _ChunkCheck, reruns: list[_Rerun], own: dict) -> None:
+    """The gradient check again where the row records a verified backward: on the re-run's
+    own build where it made one (``own``), else batched from scratch."""
+    verified = [k for k, p in enumerate(reruns) if p.wants_check]
+    if not verified:
+        return
+    todo = [k for k in verified if own.get(k) is None]
+    found = dict(
+        zip(todo, check_gradients([reruns[k].spec for k in todo], [reruns[k].point for k in todo]), strict=False)
+    )
+    for k in verified:
+        check = own.get(k) or found[k]
+        c.ran(reruns[k].i, "gradient_check")
+        if check.status != "verified":
+            c.fail(
+                reruns[k].i,
+                "gradient_check",
+                f"recorded verified, re-check says {check.status}: {summary_reason(check)}",
+            )
 
 
 def _compare_with_recorded(
@@ -447,34 +529,30 @@ def _compare_with_recorded(
                 fail(f"{kind} {name!r} differs from the recorded one (max abs error {err:.3g})")
 
 
-def _rerun_real(
-    located: list[int], chunk: list[tuple[str, dict]], reports: list[ValidationReport], fail, rtol: float, atol: float
-) -> None:
-    """Mined rows (indices into ``chunk``): found again through their provenance and re-run
-    on their test vectors."""
-    reruns = rerun_rows([chunk[i][1] for i in located])
-    for i, rerun in zip(located, reruns, strict=False):
-        row = chunk[i][1]
+def _rerun_real(c: _ChunkCheck, runnable: list[_Runnable], rtol: float, atol: float) -> None:
+    """Mined rows: found again through their provenance and re-run on their test vectors."""
+    reruns = rerun_rows([r.row for r in runnable])
+    for r, rerun in zip(runnable, reruns, strict=False):
+        i, row = r.i, r.row
         if rerun.skipped:
-            reports[i].checks_run["cpu_execution_skipped"] += 1
+            c.ran(i, "cpu_execution_skipped")
             continue
-        reports[i].checks_run["cpu_execution"] += 1
+        c.ran(i, "cpu_execution")
         if rerun.error:
-            fail(i, "cpu_execution", rerun.error)
+            c.fail(i, "cpu_execution", rerun.error)
             continue
         _, outputs, _, in_grads = recorded_run(row)
-        _compare_with_recorded(
-            lambda m, i=i: fail(i, "cpu_execution", m), outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol
-        )
-        recorded_status = row["gradient_check"]["status"]
+        fail = functools.partial(c.fail, i, "cpu_execution")
+        _compare_with_recorded(fail, outputs, in_grads, rerun.outputs, rerun.input_grads, rtol, atol)
+        recorded_status = row.gradient_check.status
         if rerun.gradient_check is not None:
-            reports[i].checks_run["gradient_check"] += 1
-            if rerun.gradient_check["status"] != recorded_status:
-                fail(
+            c.ran(i, "gradient_check")
+            if rerun.gradient_check.status != recorded_status:
+                c.fail(
                     i,
                     "gradient_check",
                     f"recorded {recorded_status}, re-check says "
-                    f"{rerun.gradient_check['status']}: {rerun.gradient_check['reason']}",
+                    f"{rerun.gradient_check.status}: {rerun.gradient_check.reason}",
                 )
 
 

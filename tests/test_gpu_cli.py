@@ -24,6 +24,7 @@ import pytest
 
 from cudagen_data import warp_boundary
 from cudagen_data.contracts.read import recorded_run
+from cudagen_data.contracts.row import row_from_dict
 from cudagen_data.gpu import GpuUnavailable, format_gpu_report, gpu_validate
 from cudagen_data.gpu.report import GpuReport, RowVerdict
 from cudagen_data.gpu.worker import grad_key, prepare, reference_stage
@@ -119,7 +120,7 @@ def rows():
 @pytest.fixture(scope="module")
 def references(rows):
     """Fresh float32 CPU runs and float64 twin runs, by kernel."""
-    outs = reference_stage([prepare(i, r) for i, r in enumerate(rows.values())])
+    outs = reference_stage([prepare(i, row_from_dict(r)) for i, r in enumerate(rows.values())])
     return dict(zip(rows, outs, strict=False))
 
 
@@ -168,11 +169,7 @@ def test_twin_tolerance_covers_the_h100_float32_differences(category, index, arr
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.work import run_batch
 
-    row = (
-        run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index)
-        .outcomes[0]
-        .row.to_dict()
-    )  # as read back from a file
+    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row
     ref = reference_stage([prepare(0, row)])[0]
     assert ref.twin == "ok", ref.twin
     recorded = np.asarray(recorded_run(row)[1][array])
@@ -302,12 +299,11 @@ def test_report_json_and_exit_code(dry_run):
 @pytest.mark.slow
 def test_pool_isolates_a_row_that_crashes_its_worker(rows):
     from cudagen_data.gpu.pool import run_pool
-    from cudagen_data.gpu.worker import slim
 
     chain = rows["chain"]
     # Writes 4 GB past the end of y: a segfault on the CPU backend.
     crashing = kernel_rows.with_source(chain, chain["python_source"].replace("y[i] =", "y[i + 1000000000] ="))
-    items = [(0, slim(rows["atomic"])), (1, slim(crashing)), (2, slim(rows["argmax"]))]
+    items = [(0, row_from_dict(rows["atomic"])), (1, row_from_dict(crashing)), (2, row_from_dict(rows["argmax"]))]
     got: dict[str, set] = {"device": set(), "reference": set()}
     crashed: list[tuple[int, str, str]] = []
     restarts = run_pool([items], "cpu", 1, lambda s, outs: got[s].update(o.pos for o in outs),

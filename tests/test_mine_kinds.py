@@ -26,7 +26,8 @@ def mined():
 
 @pytest.fixture(scope="module")
 def rows(mined) -> dict[str, dict]:
-    return {r["provenance"]["qualname"]: r for r in mined.rows}
+    """The mined rows by qualname, as the dicts a user reads from the dataset's files."""
+    return {r.provenance.qualname: r.to_dict() for r in mined.rows}
 
 
 def vectors(row: dict) -> dict:
@@ -282,8 +283,8 @@ def test_new_kinds_rerun_from_their_vectors(mined):
     from cudagen_data.mine.recheck import rerun_rows
     from cudagen_data.validate import max_error_beyond
 
-    picked = [r for r in mined.rows if r["provenance"]["executed"]]
-    assert {r["provenance"]["qualname"] for r in picked} >= {
+    picked = [r for r in mined.rows if r.provenance.executed]
+    assert {r.provenance.qualname for r in picked} >= {
         "through_struct",
         "indexed",
         "fabric_copy",
@@ -291,6 +292,6 @@ def test_new_kinds_rerun_from_their_vectors(mined):
         "write_at_atomic_slot",
     }
     for row, rerun in zip(picked, rerun_rows(picked, user_root=TREE.parent), strict=False):
-        assert not rerun.error and not rerun.skipped, (row["kernel_name"], rerun.error, rerun.skipped)
-        for name, want in vectors(row)["outputs"].items():
-            assert max_error_beyond(rerun.outputs[name], want, 1e-5, 1e-6) is None, (row["kernel_name"], name)
+        assert not rerun.error and not rerun.skipped, (row.kernel_name, rerun.error, rerun.skipped)
+        for name, want in vectors(row.to_dict())["outputs"].items():
+            assert max_error_beyond(rerun.outputs[name], want, 1e-5, 1e-6) is None, (row.kernel_name, name)

@@ -244,6 +244,7 @@ def test_scrub_keeps_what_is_not_a_path_on_this_machine():
 def test_gpu_compiled_text_check_sees_through_machine_paths(produced):
     """The GPU suite compares the recorded CUDA with the .cu file Warp compiled, which names
     this machine's paths: the comparison must hold for an untouched row."""
+    from cudagen_data.contracts.row import row_from_dict
     from cudagen_data.gpu.cuda_text import compiled_matches
     from cudagen_data.warp_boundary import paths as source_paths
 
@@ -256,8 +257,9 @@ def test_gpu_compiled_text_check_sees_through_machine_paths(produced):
     unit = "\n".join(
         (manifest["preambles"][row["preamble_hash"]], as_warp_writes_it, row["cuda_forward"], row["cuda_backward"])
     )
-    assert compiled_matches(unit, row) == []
-    assert compiled_matches(unit.replace("var_0", "var_x"), row) != []  # and it still catches a real difference
+    typed = row_from_dict(row)
+    assert compiled_matches(unit, typed) == []
+    assert compiled_matches(unit.replace("var_0", "var_x"), typed) != []  # and it still catches a real difference
 
 
 def test_a_users_own_function_file_is_named_from_the_root_given(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ import sys
 import orjson
 import pytest
 
-from cudagen_data.contracts.row import ResourceInfo
+from cudagen_data.contracts.row import ResourceInfo, Row
 from cudagen_data.contracts.stats import ResourceTally, RunStats, histogram_median
 from cudagen_data.extract import extract_kernels, frontend
 from cudagen_data.extract.resources import (
@@ -283,14 +283,16 @@ def test_cli_rejects_resources_with_fast(tmp_path):
 # ------------------------------------------------------------------ validate's re-check
 
 
-def _row_of(kernel) -> tuple[dict, str]:
-    r = measure_kernel(kernel, arch=86)
-    row = {
-        "device_functions": kernel.device_functions,
-        "cuda_forward": kernel.forward,
-        "cuda_backward": kernel.backward,
-        "resources": dataclasses.asdict(r),
-    }
+def _row_of(kernel) -> tuple[Row, str]:
+    from test_produce import _outcome  # a minimal Row
+
+    row = dataclasses.replace(
+        _outcome(0, "a", "p", "c").row,
+        device_functions=kernel.device_functions,
+        cuda_forward=kernel.forward,
+        cuda_backward=kernel.backward,
+        resources=measure_kernel(kernel, arch=86),
+    )
     return row, kernel.preamble
 
 
@@ -298,22 +300,23 @@ def test_validate_accepts_true_figures_and_catches_each_wrong_one():
     kernel = extract_kernels(WARP_SOURCE)[0]
     row, preamble = _row_of(kernel)
     assert check_resources(row, preamble) == []
-    for name, value in row["resources"].items():
+    figures = dataclasses.asdict(row.resources)
+    for name, value in figures.items():
         if name == "arch":
             continue
-        wrong = {**row, "resources": {**row["resources"], name: value + 1}}
+        wrong = dataclasses.replace(row, resources=dataclasses.replace(row.resources, **{name: value + 1}))
         problems = check_resources(wrong, preamble)
         assert len(problems) == 1 and problems[0].startswith(f"resources.{name} is {value + 1}"), problems
     # figures of another arch than the recorded one
-    sm90 = dataclasses.asdict(measure_kernel(kernel, arch=90))
-    assert sm90 != row["resources"]
-    relabelled = {**row, "resources": {**sm90, "arch": 86}}
+    sm90 = measure_kernel(kernel, arch=90)
+    assert sm90 != row.resources
+    relabelled = dataclasses.replace(row, resources=dataclasses.replace(sm90, arch=86))
     assert check_resources(relabelled, preamble)
     # a backward dropped from the figures while the row has one
-    dropped = {**row, "resources": {**row["resources"], "backward_registers": None}}
+    dropped = dataclasses.replace(row, resources=dataclasses.replace(row.resources, backward_registers=None))
     assert check_resources(dropped, preamble) == [
-        f"resources.backward_registers is None, the compiler reports {row['resources']['backward_registers']}"
+        f"resources.backward_registers is None, the compiler reports {figures['backward_registers']}"
     ]
     # a row whose CUDA no longer builds
-    broken = {**row, "cuda_forward": row["cuda_forward"].replace("{", "{ int broken = ;", 1)}
+    broken = dataclasses.replace(row, cuda_forward=row.cuda_forward.replace("{", "{ int broken = ;", 1))
     assert check_resources(broken, preamble)[0].startswith("not rebuilt: the full compile failed")

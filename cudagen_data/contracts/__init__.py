@@ -3,7 +3,9 @@
 - :mod:`.row`: ``Row`` (a dataset row) with ``ROW_SCHEMA`` and column docs derived from
   it, ``SCHEMA_VERSION``; ``RealRow`` (a mined row: ``Row`` + ``Provenance``) with
   ``REAL_ROW_SCHEMA`` and ``is_real_row`` (how readers tell it from a synthetic row);
+  ``row_from_dict`` / ``as_row`` (a row dict read as the contract, once, where it comes in);
   ``ExtractRecord`` (what `cudagen extract` writes)
+- :mod:`.read`: a row's ``KernelSpec`` and decoded recorded run
 - :mod:`.reject`: ``Reject`` and ``RejectReason`` (every reason, with its owning stage)
 - :mod:`.test_vectors`: ``TestVectors``, the recorded run of a kernel
 - :mod:`.manifest`: ``Manifest`` / ``FileEntry`` (manifest.json and its one parser), ``SPLITS``
@@ -23,6 +25,7 @@ from .row import (
     Provenance,
     RealRow,
     Row,
+    as_row,
     is_real_row,
     row_from_dict,
     strip_timing,
@@ -51,6 +54,7 @@ __all__ = [
     "RunStats",
     "StageCounter",
     "TestVectors",
+    "as_row",
     "is_real_row",
     "row_from_dict",
     "strip_timing",

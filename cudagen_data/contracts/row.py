@@ -14,6 +14,7 @@ metadata) so older readers keep working.  ``test_vectors`` is described in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -399,5 +400,29 @@ def row_schema(row) -> pa.Schema:
 
 
 def row_from_dict(d: dict) -> Row:
-    """A row dict as its contract: a :class:`RealRow` or a :class:`Row`."""
+    """A row dict as its contract: a :class:`RealRow` or a :class:`Row` (TypeError or
+    KeyError where its columns do not fit)."""
     return RealRow.from_dict(d) if is_real_row(d) else Row.from_dict(d)
+
+
+def as_row(row: Row | Mapping) -> Row:
+    """``row`` as its contract: a :class:`Row` as it is, a row dict through
+    :func:`row_from_dict`.  For functions whose callers may hold a row as a dict (a row of
+    the published dataset loaded with `datasets`, a caller not yet converted): they convert
+    once on entry and read attributes after that."""
+    return row if isinstance(row, Row) else row_from_dict(row)
+
+
+ALL_COLUMNS = frozenset(REAL_COLUMNS)
+
+
+def column_of(record: Mapping | Row, name: str, default=None):
+    """Column ``name`` of a record that is not (yet) read as a row: one that may not fit
+    the contract (validate checks it first, a report names it by id and category).  Every
+    other reader converts the record (:func:`row_from_dict`) and reads attributes.
+    ``name`` must be a column of the contract, so a renamed column fails here."""
+    if name not in ALL_COLUMNS:
+        raise KeyError(f"{name!r} is not a column of the row contract")
+    if isinstance(record, Row):
+        return getattr(record, name, default)
+    return record.get(name, default) if isinstance(record, Mapping) else default

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from .. import defaults
 from ..contracts.manifest import SPLITS
-from ..contracts.row import ROW_SCHEMA
+from ..contracts.row import ROW_SCHEMA, Row
 from .files import DatasetError, atomic_replace, file_checksum, fsync_dir, unwritten
 
 SPOOL_DIR = ".cudagen/spool"
@@ -189,8 +189,8 @@ def iter_hashes(root: Path, state) -> Iterator[tuple[str, str]]:
         if spool.exists():
             with open(spool, "rb") as f:
                 for line in f:
-                    row = orjson.loads(line)
-                    yield row["python_hash"], row["cuda_hash"]
+                    row = Row.from_dict(orjson.loads(line))
+                    yield row.python_hash, row.cuda_hash
 
 
 def finish(root: Path, state, save_state) -> dict[str, list[dict]]:

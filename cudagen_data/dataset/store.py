@@ -35,6 +35,7 @@ import xxhash
 
 from ..contracts.manifest import SPLITS
 from ..contracts.reject import REJECTS_FILE
+from ..contracts.row import Row, row_from_dict
 from . import shards
 from .files import DatasetError, atomic_write, file_checksum, write_json, write_text  # noqa: F401 - the folder's API
 from .lock import LOCK_FILE, STATE_DIR
@@ -263,8 +264,13 @@ class DatasetFolder:
                 except orjson.JSONDecodeError:
                     raise DatasetError(f"{p}:{lineno}: not a JSON line") from None
 
-    def iter_rows(self, split: str) -> Iterator[dict]:
-        return self.iter_jsonl(jsonl_path(split))
+    def iter_rows(self, split: str) -> Iterator[Row]:
+        """The split's rows (its JSONL file), each read as the row contract."""
+        for lineno, record in enumerate(self.iter_jsonl(jsonl_path(split)), 1):
+            try:
+                yield row_from_dict(record)
+            except (TypeError, KeyError) as exc:
+                raise DatasetError(f"{self.path(jsonl_path(split))}:{lineno}: not a dataset row ({exc})") from None
 
     def iter_committed_hashes(self, state: RunState) -> Iterator[tuple[str, str]]:
         """(python_hash, cuda_hash) of every committed row, from shards and spools."""

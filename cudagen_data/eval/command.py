@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 
 from .. import __version__
-from ..contracts import Manifest, ManifestError
-from ..dataset.read import iter_rows_from
+from ..contracts import Manifest, ManifestError, Row
+from ..dataset.read import NotARow, read_rows_from
 from ..dataset.store import DatasetError, write_json
 from ..gpu.recheck import GpuUnavailable, describe_device
 from .reference import DEFAULT_FRESH_SETS
@@ -28,7 +28,7 @@ class EvalInputError(Exception):
     """Bad predictions or dataset (one line naming the file and line)."""
 
 
-def load_split(dataset: Path, split: str) -> tuple[dict[str, dict], dict[str, str]]:
+def load_split(dataset: Path, split: str) -> tuple[dict[str, Row], dict[str, str]]:
     """(rows by id, preambles) of one split of a dataset folder; or every row of one
     .jsonl/.parquet file (preambles then come from a manifest above it, if any)."""
     preambles: dict[str, str] = {}
@@ -59,14 +59,14 @@ def load_split(dataset: Path, split: str) -> tuple[dict[str, dict], dict[str, st
         raise EvalInputError(f"--dataset {dataset}: no such file or folder")
     rows = {}
     for f in files:
-        for where, row in iter_rows_from(f):
-            if "__unreadable__" in row:
-                raise EvalInputError(f"{where}: not a JSON line")
-            rows[str(row["id"])] = row
+        for where, row in read_rows_from(f):
+            if isinstance(row, NotARow):
+                raise EvalInputError(f"{where}: {row.problem}")
+            rows[str(row.id)] = row
     return rows, preambles
 
 
-def read_predictions(path: Path, rows: dict[str, dict], split: str) -> Iterator[tuple[int, Candidate]]:
+def read_predictions(path: Path, rows: dict[str, Row], split: str) -> Iterator[tuple[int, Candidate]]:
     """(line, candidate) for every prediction; EvalInputError on the first bad line."""
     if not path.is_file():
         raise EvalInputError(f"{path}: no such predictions file")
@@ -126,7 +126,7 @@ def evaluate(
     report = EvalReport(dataset.name, split, info, env)
     for (line, c), sc in zip(cands, scores, strict=False):
         row = rows[c.row_id]
-        report.results.append(Result(line, c.row_id, str(row.get("category")), str(row.get("difficulty")), sc))
+        report.results.append(Result(line, c.row_id, str(row.category), str(row.difficulty), sc))
     report.seconds = time.perf_counter() - started
     if report_path is not None:
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)

@@ -24,17 +24,21 @@ A mutant that does not apply to a row (no operator to swap, say), or that cannot
 from the row's kernel (bounds_check_dropped where the launch covers whole blocks, so no
 thread runs past the end), is not made.  Whether a mutant that is made can be told apart
 on a row's inputs at all is decided separately, on the CPU (equivalence.py).
+
+A function that takes a row takes a :class:`~cudagen_data.contracts.row.Row` or a row dict
+(negatives/ and equivalence.py hold dicts; :func:`~cudagen_data.contracts.row.as_row`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import orjson
 
+from ..contracts.row import Row, as_row
 from ..contracts.test_vectors import TestVectors
 from ..extract import DEFAULT_BLOCK_DIM
 from ..spec import DTYPES
@@ -143,18 +147,19 @@ def writes_zeros(forward: str) -> str | None:
     return head + new if n else None
 
 
-def memorized_outputs(row: dict) -> str | None:
+def memorized_outputs(row: Row | Mapping) -> str | None:
     """A kernel that writes the recorded outputs back from a table (1-D float32 output only)."""
-    forward = row["cuda_forward"]
-    outs = [a for a in orjson.loads(row["arg_specs"]) if a["kind"] == "array" and a["role"] != "in"]
-    if len(outs) != 1 or outs[0]["dtype"] != "float32" or len(outs[0]["shape"]) != 1 or not row["test_vectors"]:
+    row = as_row(row)
+    forward = row.cuda_forward
+    outs = [a for a in orjson.loads(row.arg_specs) if a["kind"] == "array" and a["role"] != "in"]
+    if len(outs) != 1 or outs[0]["dtype"] != "float32" or len(outs[0]["shape"]) != 1 or not row.test_vectors:
         return None
     name = outs[0]["name"]
     stores = re.findall(rf"wp::array_store\(var_{name}, (var_\w+), (var_\w+)\);", forward)
     if len(stores) != 1:
         return None
     index, value = stores[0]
-    recorded = orjson.loads(row["test_vectors"])["outputs"][name]["data"]
+    recorded = TestVectors.from_json(row.test_vectors).outputs[name]["data"]
     table = ", ".join(f"{float(np.float32(v)).hex()}f" for v in recorded)
     memo = f"const wp::float32 cudagen_memo[{len(recorded)}] = {{{table}}};\n        "
     store = f"wp::array_store(var_{name}, {index}, {value});"
@@ -169,11 +174,11 @@ def memorized_outputs(row: dict) -> str | None:
     )
 
 
-def _covers_whole_blocks(row: dict) -> bool:
+def _covers_whole_blocks(row: Row) -> bool:
     """True where every launched thread has work (tile launches; sizes that fill whole blocks)."""
-    if row.get("block_dim"):
+    if row.block_dim:
         return True
-    return int(np.prod(row["launch_dim"])) % DEFAULT_BLOCK_DIM == 0
+    return int(np.prod(row.launch_dim)) % DEFAULT_BLOCK_DIM == 0
 
 
 def stale_global(forward: str) -> str | None:
@@ -209,9 +214,10 @@ def undefined_call(forward: str) -> str | None:
     return forward[:j] + "_cudagen_undefined" + forward[j:]
 
 
-def make_mutants(row: dict, others: Sequence[dict] = ()) -> list[Mutant]:
+def make_mutants(row: Row | Mapping, others: Sequence[Row | Mapping] = ()) -> list[Mutant]:
     """Every mutant that applies to ``row``; ``others``: rows whose kernels may be copied."""
-    fwd = row["cuda_forward"]
+    row = as_row(row)
+    fwd = row.cuda_forward
     name = kernel_shape(fwd).name
     out = []
     for kind, stage, text in (
@@ -226,11 +232,11 @@ def make_mutants(row: dict, others: Sequence[dict] = ()) -> list[Mutant]:
     ):
         if text is not None and text != fwd:
             out.append(Mutant(kind, text, stage))
-    for other in others:
-        if other["cuda_forward"] != fwd:
+    for other in map(as_row, others):
+        if other.cuda_forward != fwd:
             try:
-                if kernel_shape(other["cuda_forward"]).name != name:
-                    out.append(Mutant("foreign_kernel", other["cuda_forward"], "structure"))
+                if kernel_shape(other.cuda_forward).name != name:
+                    out.append(Mutant("foreign_kernel", other.cuda_forward, "structure"))
                     break
             except StructureError:
                 continue
@@ -305,16 +311,17 @@ _CPU_ARGS = re.compile(r"^[ \t]*[^\n]*= _wp_(?:adj_)?args->[\w.]+;\n", re.M)
 _TILE_SHAPE = re.compile(r"tile_shape_t<([\d,\s]+)>")
 
 
-def block_size(row: dict) -> int:
-    return int(row["block_dim"] or DEFAULT_BLOCK_DIM)
+def block_size(row: Row | Mapping) -> int:
+    return int(as_row(row).block_dim or DEFAULT_BLOCK_DIM)
 
 
-def gpu_threads(row: dict) -> list[int]:
+def gpu_threads(row: Row | Mapping) -> list[int]:
     """Threads a GPU launch of the row runs, per recorded size (tile kernels: blocks x lanes)."""
-    if not row.get("test_vectors"):
-        sets = [(row["launch_dim"], row["block_dim"])]
+    row = as_row(row)
+    if not row.test_vectors:
+        sets = [(row.launch_dim, row.block_dim)]
     else:
-        sets = [(s.launch_dim, s.block_dim) for s in TestVectors.from_json(row["test_vectors"]).sets()]
+        sets = [(s.launch_dim, s.block_dim) for s in TestVectors.from_json(row.test_vectors).sets()]
     return [int(np.prod(launch)) * (int(block) if block else 1) for launch, block in sets]
 
 
@@ -354,11 +361,12 @@ def _replay_table(arg: dict, value: np.ndarray) -> tuple[str, str, int] | None:
     return ctype, ", ".join(f"0x{int(b):x}{suffix}" for b in bits), int(data.size)
 
 
-def replay_code(row: dict, first: str) -> str | None:
+def replay_code(row: Row | Mapping, first: str) -> str | None:
     """C statements: where ``first`` holds, write every output's recorded value (first
     size) from a table of raw bits, as many scalars as the array holds."""
-    outputs = TestVectors.from_json(row["test_vectors"]).decoded()["outputs"]
-    args = [a for a in orjson.loads(row["arg_specs"]) if a["kind"] == "array" and a["role"] != "in"]
+    row = as_row(row)
+    outputs = TestVectors.from_json(row.test_vectors).decoded()["outputs"]
+    args = [a for a in orjson.loads(row.arg_specs) if a["kind"] == "array" and a["role"] != "in"]
     writes = []
     for a in args:
         if a["name"] not in outputs:
@@ -379,17 +387,18 @@ def replay_code(row: dict, first: str) -> str | None:
     return f"if ({first}) {{\n          " + "\n          ".join(writes) + "\n        }\n"
 
 
-def replayed_outputs(row: dict) -> str | None:
+def replayed_outputs(row: Row | Mapping) -> str | None:
     """The forward with the work replaced by a replay of the recorded outputs (thread 0)."""
+    row = as_row(row)
     code = replay_code(row, "_idx == 0")
-    m = _LOOP_BODY.search(row["cuda_forward"])
+    m = _LOOP_BODY.search(row.cuda_forward)
     if code is None or not m:
         return None
-    fwd = row["cuda_forward"]
+    fwd = row.cuda_forward
     return fwd[: m.end()] + "        " + code + "        continue;  // replayed\n" + fwd[m.end() :]
 
 
-def replayed_cpu(row: dict, function_text: str) -> str | None:
+def replayed_cpu(row: Row | Mapping, function_text: str) -> str | None:
     code = replay_code(row, "task_index == 0")
     ms = list(_CPU_ARGS.finditer(function_text))
     if code is None or not ms:
@@ -405,24 +414,25 @@ def tile_lanes(kernel_text: str) -> int:
     return max(counts, default=0)
 
 
-def make_partial_mutants(row: dict) -> list[Mutant]:
+def make_partial_mutants(row: Row | Mapping) -> list[Mutant]:
     """Every partial-work mutant that applies to ``row`` (all run-stage mutants)."""
+    row = as_row(row)
     block, threads = block_size(row), gpu_threads(row)
     out = []
     for kind, mask in PARTIAL_MASKS.items():
         if not any(not mask.kept(n, block).all() for n in threads):
             continue  # keeps every thread at every size: no mutant
         if mask.part == "backward":
-            if not row["cuda_backward"]:
+            if not row.cuda_backward:
                 continue
-            text = masked_cuda(row["cuda_backward"], mask, block)
+            text = masked_cuda(row.cuda_backward, mask, block)
             if text is not None:
-                out.append(Mutant(kind, row["cuda_forward"], "run", backward=text))
+                out.append(Mutant(kind, row.cuda_forward, "run", backward=text))
             continue
-        text = masked_cuda(row["cuda_forward"], mask, block)
+        text = masked_cuda(row.cuda_forward, mask, block)
         if text is not None:
             out.append(Mutant(kind, text, "run"))
-    replay = replayed_outputs(row) if row.get("test_vectors") else None
+    replay = replayed_outputs(row) if row.test_vectors else None
     if replay is not None:
         out.append(Mutant("replayed_outputs", replay, "run"))
     return out

@@ -23,9 +23,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import warp_boundary
+from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
-from .reference import DEFAULT_FRESH_SETS
+from .reference import DEFAULT_FRESH_SETS, ReferenceUnavailable, compute_reference
+from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
 from .structure import row_key
+from .timing import OwnKernel, gpu_access, measure  # OwnKernel: the row's own kernel, built once per job for --timing
 
 EXIT_CONTEXT_LOST = 3
 __all__ = ["Job", "Outcome", "PoolError", "WorkerPool", "process_job", "run_inline"]
@@ -63,9 +66,6 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
     """Yield ("reference", notes) then ("outcome", Outcome) per candidate; a lost CUDA
     context yields ("context_lost", None) last.  ``precompiled_header``: build with
     NVRTC's precompiled header (a worker process that removes it when done)."""
-    from .reference import ReferenceUnavailable, compute_reference
-    from .timing import OwnKernel  # the row's own kernel, built once per job where --timing needs it
-
     key = (row_key(job.row), job.seed, job.fresh_sets)
     ref = cache.get(key)
     if ref is None:
@@ -84,9 +84,6 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
 
 def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool):
     """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
-    from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
-    from .timing import gpu_access, measure
-
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
         if isinstance(ref, Exception):
@@ -118,8 +115,6 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool)
 
 
 def _context_usable(device: str) -> bool:
-    from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
-
     return context_usable(device)
 
 

@@ -1,8 +1,11 @@
 """Score candidates against dataset rows: the ladder structure -> compile -> run.
 
     >>> with Scorer(device="cuda:0") as scorer:          # workers stay up between calls
-    ...     scores = scorer.score_many([(row, Candidate(row["id"], text))], preambles)
-    >>> score(row, Candidate(row["id"], text), device="cpu", preamble=p).reward
+    ...     scores = scorer.score_many([(row, Candidate(row.id, text))], preambles)
+    >>> score(row, Candidate(row.id, text), device="cpu", preamble=p).reward
+
+A row is a :class:`~cudagen_data.contracts.row.Row` (``cudagen eval`` reads them so), or a
+row dict, as the published dataset loads with `datasets` (read as a Row on entry).
 
 A candidate stops at the first stage it fails.  ``Score.reward`` is a scalar for RL:
 0 (structure failed), 0.1 (structure passed, compile failed), 0.3 (compiled; on a GPU:
@@ -21,11 +24,12 @@ import atexit
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .. import warp_boundary
 from ..canonical import text_hash
+from ..contracts.row import Row, as_row
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
 from .compile import FULL_COMPILER, FULL_NAME, Unit, Verdict, compile_many, default_threads, front_end_compiler
 from .pool import Job, Outcome, WorkerPool, run_inline
@@ -99,19 +103,15 @@ class RowProblem(Exception):
     """A dataset row the judge cannot use (one line; not the candidate's fault)."""
 
 
-def preamble_for(row: dict, preambles: dict[str, str] | None) -> str:
+def preamble_for(row: Row, preambles: dict[str, str] | None) -> str:
     """The row's preamble from the manifest, else regenerated from its source (checked by hash)."""
-    if preambles and row["preamble_hash"] in preambles:
-        return preambles[row["preamble_hash"]]
+    if preambles and row.preamble_hash in preambles:
+        return preambles[row.preamble_hash]
 
-    rep = extract_source(
-        row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
-    )
+    rep = extract_source(row.python_source, block_dim=row.block_dim or DEFAULT_BLOCK_DIM, arch=row.compile.arch)
     pre = rep.kernels[0].preamble if rep.kernels else None
-    if pre is None or text_hash(pre) != row["preamble_hash"]:
-        raise RowProblem(
-            f"row {row['id']}: preamble {row['preamble_hash']} is not in the manifest and not reproducible"
-        )
+    if pre is None or text_hash(pre) != row.preamble_hash:
+        raise RowProblem(f"row {row.id}: preamble {row.preamble_hash} is not in the manifest and not reproducible")
     return pre
 
 
@@ -182,26 +182,26 @@ class Scorer:
 
     # ------------------------------------------------------------------ stages
 
-    def _shape(self, row: dict) -> tuple[KernelShape, KernelShape | None]:
-        rid, key = str(row["id"]), row_key(row)
+    def _shape(self, row: Row) -> tuple[KernelShape, KernelShape | None]:
+        rid, key = str(row.id), row_key(row)
         if key not in self._shapes:
             try:
-                fwd = kernel_shape(row["cuda_forward"])
-                bwd = kernel_shape(row["cuda_backward"]) if row["cuda_backward"] else None
+                fwd = kernel_shape(row.cuda_forward)
+                bwd = kernel_shape(row.cuda_backward) if row.cuda_backward else None
             except StructureError as exc:
                 raise RowProblem(f"row {rid}: its own CUDA: {exc}") from None
             self._shapes[key] = (fwd, bwd)
         return self._shapes[key]
 
-    def _preamble(self, row: dict, preambles: dict[str, str] | None) -> str:
-        h = row["preamble_hash"]
+    def _preamble(self, row: Row, preambles: dict[str, str] | None) -> str:
+        h = row.preamble_hash
         if preambles and h in preambles:
             return preambles[h]
         if h not in self._preambles:
             self._preambles[h] = preamble_for(row, None)
         return self._preambles[h]
 
-    def _structure(self, row: dict, cand: Candidate) -> StageResult:
+    def _structure(self, row: Row, cand: Candidate) -> StageResult:
         t0 = time.perf_counter()
         fwd_shape, bwd_shape = self._shape(row)
         try:
@@ -215,25 +215,26 @@ class Scorer:
         return StageResult("structure", True, "", time.perf_counter() - t0)
 
     def score_many(
-        self, pairs: Sequence[tuple[dict, Candidate]], preambles: dict[str, str] | None = None
+        self, pairs: Sequence[tuple[Row | Mapping, Candidate]], preambles: dict[str, str] | None = None
     ) -> list[Score]:
         """One Score per (row, candidate), in order.  Raises RowProblem for an unusable row."""
         if self.gpu and self._isolate and self._pool is None:
             self._pool = WorkerPool(
                 self.device, self._workers, **self._pool_options
             )  # workers start while the CPU stages run
-        scores = [Score(str(row["id"]), [self._structure(row, cand)]) for row, cand in pairs]
+        pairs = [(as_row(row), cand) for row, cand in pairs]
+        scores = [Score(str(row.id), [self._structure(row, cand)]) for row, cand in pairs]
         units, owners = [], []
         for i, ((row, cand), sc) in enumerate(zip(pairs, scores, strict=False)):
             if sc.stages[0].ok:
-                backward = cand.backward if cand.backward is not None else row["cuda_backward"]
+                backward = cand.backward if cand.backward is not None else row.cuda_backward
                 units.append(
                     Unit(
                         self._preamble(row, preambles),
-                        row["device_functions"],
+                        row.device_functions,
                         cand.forward,
                         backward,
-                        int(row["compile"]["arch"]),
+                        int(row.compile.arch),
                     )
                 )
                 owners.append(i)
@@ -277,12 +278,16 @@ class Scorer:
                 sc.stages.append(StageResult(name, None, why))
         return scores
 
-    def _run(self, pairs, scores: list[Score], to_run: list[int]) -> None:
+    def _run(self, pairs: list[tuple[Row, Candidate]], scores: list[Score], to_run: list[int]) -> None:
         by_row: dict[str, Job] = {}
         for i in to_run:
             row, cand = pairs[i]
-            job = by_row.setdefault(row_key(row), Job(row, self.seed, [], self.fresh_sets, self.timing))
-            job.candidates.append((i, cand.forward, cand.backward))
+            key = row_key(row)
+            if key not in by_row:
+                # as a dict: the run stage's modules (pool.py, reference.py, run.py, timing.py)
+                # still read rows by column name (to be read as a Row there too)
+                by_row[key] = Job(row.to_dict(), self.seed, [], self.fresh_sets, self.timing)
+            by_row[key].candidates.append((i, cand.forward, cand.backward))
         jobs = list(by_row.values())
         if self._isolate:
             if self._pool is None:
@@ -332,17 +337,23 @@ _default: dict[tuple[str, bool], Scorer] = {}
 
 
 def score(
-    row: dict, candidate: Candidate | str, *, device: str = "cpu", preamble: str | None = None, timing: bool = False
+    row: Row | Mapping,
+    candidate: Candidate | str,
+    *,
+    device: str = "cpu",
+    preamble: str | None = None,
+    timing: bool = False,
 ) -> Score:
     """Score one candidate (a Candidate, or forward text).  Keeps one Scorer per device
     for the process, so repeated calls reuse its workers and per-row references.
     ``timing`` (a GPU): a passing candidate is timed against the row's own kernel;
     ``Score.speedup`` is then the reward's speed term (eval/timing.py)."""
+    row = as_row(row)
     if isinstance(candidate, str):
-        candidate = Candidate(str(row["id"]), candidate)
+        candidate = Candidate(str(row.id), candidate)
     scorer = _default.get((device, timing))
     if scorer is None:
         scorer = _default[(device, timing)] = Scorer(device, timing=timing)
         atexit.register(scorer.close)
-    preambles = {row["preamble_hash"]: preamble} if preamble is not None else None
+    preambles = {row.preamble_hash: preamble} if preamble is not None else None
     return scorer.score_many([(row, candidate)], preambles)[0]

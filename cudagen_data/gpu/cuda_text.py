@@ -18,45 +18,50 @@ from __future__ import annotations
 
 from .. import warp_boundary
 from ..canonical import text_hash
+from ..contracts.row import Row, is_real_row
 from ..extract import DEFAULT_BLOCK_DIM, extract_source
 from ..mine.locate import naming_root
 from ..mine.locate import regenerate as regenerate_real
 
-PARTS = (("device_functions", "device_functions"), ("forward", "cuda_forward"), ("backward", "cuda_backward"))
 
-
-def regenerate(row: dict) -> list[str]:
-    """The parts of the row's CUDA that the installed Warp renders differently ([] if none)."""
-    if row.get("provenance"):  # a mined kernel: generated again from its own file
-        return regenerate_real(row)
-    report = extract_source(
-        row["python_source"], block_dim=row["block_dim"] or DEFAULT_BLOCK_DIM, arch=row["compile"]["arch"]
+def parts(row: Row) -> tuple[tuple[str, str], ...]:
+    """(name, recorded text) of the row's CUDA parts besides the preamble; a name is the
+    attribute of Warp's generated kernel that holds the same part."""
+    return (
+        ("device_functions", row.device_functions),
+        ("forward", row.cuda_forward),
+        ("backward", row.cuda_backward),
     )
-    kernel = next((k for k in report.kernels if k.name == row["kernel_name"]), None)
+
+
+def regenerate(row: Row) -> list[str]:
+    """The parts of the row's CUDA that the installed Warp renders differently ([] if none)."""
+    if is_real_row(row):  # a mined kernel: generated again from its own file
+        return regenerate_real(row)
+    report = extract_source(row.python_source, block_dim=row.block_dim or DEFAULT_BLOCK_DIM, arch=row.compile.arch)
+    kernel = next((k for k in report.kernels if k.name == row.kernel_name), None)
     if kernel is None:
-        why = report.errors[0].message if report.errors else f"no kernel named {row['kernel_name']!r}"
+        why = report.errors[0].message if report.errors else f"no kernel named {row.kernel_name!r}"
         return [f"codegen failed: {why}"]
-    differs = [name for name, column in PARTS if getattr(kernel, name) != row[column]]
-    if text_hash(kernel.preamble) != row["preamble_hash"]:
+    differs = [name for name, recorded in parts(row) if getattr(kernel, name) != recorded]
+    if text_hash(kernel.preamble) != row.preamble_hash:
         differs.insert(0, "preamble")
     return differs
 
 
-def compiled_matches(text: str, row: dict) -> list[str]:
+def compiled_matches(text: str, row: Row) -> list[str]:
     """The recorded parts missing from a compiled translation unit ([] if all are there).
 
     Warp's cache file names this machine's paths in source-location comments; rows name
     them machine-independently, so the file goes through the same post-processing first
     (a mined row's own files relative to the folder it was mined from)."""
-    root = None
-    if row.get("provenance"):
-        root = naming_root(row)
+    root = naming_root(row) if is_real_row(row) else None
     text = warp_boundary.postprocess_cuda(text, root)
     missing = []
     end = warp_boundary.preamble_length(text)
-    if end < 0 or text_hash(text[:end]) != row["preamble_hash"]:
+    if end < 0 or text_hash(text[:end]) != row.preamble_hash:
         missing.append("preamble")
-    for name, column in PARTS:
-        if row[column] and row[column] not in text:
+    for name, recorded in parts(row):
+        if recorded and recorded not in text:
             missing.append(name)
     return missing

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..contracts.row import Row
 from ..contracts.test_vectors import TestVectors
+from ..dataset.read import NotARow
 from ..numerics.tolerance import check_array
 from .report import RowVerdict
 from .worker import DeviceOutcome, ReferenceOutcome, grad_key
@@ -15,18 +17,17 @@ _LOOSENESS = ("fallback", "float64_native", "float64_twin", "exact")
 
 def judge(
     pos: int,
-    row: dict,
+    row: Row | NotARow,
     device: DeviceOutcome | None,
     reference: ReferenceOutcome | None,
     crashes: dict[str, str],
     warp_version: str,
 ) -> RowVerdict:
-    """``crashes`` maps a stage ("device", "reference") to why its worker died on this row."""
-    v = RowVerdict(
-        pos, str(row.get("id")), str(row.get("category")), str(row.get("kernel_name")), str(row.get("warp_version"))
-    )
-    if "__unreadable__" in row:
-        v.failures.append(("schema", "not a JSON line"))
+    """``crashes`` maps a stage ("device", "reference") to why its worker died on this row;
+    a record that is not a row fails its schema check."""
+    v = RowVerdict(pos, str(row.id), str(row.category), str(row.kernel_name), str(row.warp_version))
+    if isinstance(row, NotARow):
+        v.failures.append(("schema", row.problem))
         return v
     if device is None:
         v.failures.append(("gpu_run", f"{crashes.get('device', 'no result')} while building or running this kernel"))
@@ -60,7 +61,7 @@ def judge(
         v.twin = f"CPU reference stage crashed ({crashes.get('reference', 'no result')})"
     twin_ok = reference is not None and reference.twin == "ok"
     native64 = reference is not None and reference.native64
-    sets = TestVectors.from_json(row["test_vectors"]).sets()
+    sets = TestVectors.from_json(row.test_vectors).sets()
     own = sets[0].decoded()
     _compare(v, own["outputs"], own["input_grads"], device.outputs, device.input_grads, reference if twin_ok else None,
              native64, "")  # fmt: skip

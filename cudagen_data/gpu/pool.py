@@ -17,10 +17,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import warp_boundary
 from ..bisect import halves
+from ..contracts.row import Row
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
+from .worker import CONTEXT_LOST, process_chunk
 
-Item = tuple[int, dict]  # (position, slim row)
+Item = tuple[int, Row]  # (position, row)
 STAGES = ("device", "reference")
 EXIT_CONTEXT_LOST = 3
 
@@ -32,9 +35,6 @@ OnCrash = Callable[[list[Item], str, str], None]  # (items, stage, why): the sta
 
 def _worker_main(conn, device: str, parent_pid: int) -> None:
     prepare_worker(parent_pid)
-    from .. import warp_boundary
-    from .worker import CONTEXT_LOST, process_chunk
-
     warp_boundary.warp()
 
     def handle(job):
@@ -98,8 +98,6 @@ class Chunk(PipeTask):
 
 def run_inline(chunks: list[list[Item]], device: str, on_stage: OnStage) -> None:
     """Everything in this process: no crash isolation (tests, debugging, jobs=0)."""
-    from .worker import process_chunk
-
     for items in chunks:
         for stage, outcomes in process_chunk(items, device):
             if outcomes is not None:

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from .. import __version__, warp_boundary
 from ..contracts.manifest import Manifest, ManifestError
-from ..dataset.read import iter_rows_from
+from ..contracts.row import Row
+from ..dataset.read import NotARow, read_rows_from
 from ..dataset.store import DatasetError
 from .judge import judge
 from .pool import Item, run_inline, run_pool
 from .report import GpuReport
-from .worker import slim
 
 MAX_CHUNK = 25  # rows per chunk: one CPU reference build each; small enough to balance 16 workers
 
@@ -63,7 +63,7 @@ def gpu_validate(
         jobs = os.cpu_count() or 1
     report = GpuReport(str(path), device, environment, jobs=jobs)
     rows = {pos: row for pos, (_, row) in enumerate(located)}
-    items: list[Item] = [(pos, slim(row)) for pos, row in rows.items() if "__unreadable__" not in row]
+    items: list[Item] = [(pos, row) for pos, row in rows.items() if isinstance(row, Row)]
 
     device_out, reference_out, crashes = {}, {}, {}
     stage_seconds: dict[str, float] = {}
@@ -144,8 +144,9 @@ def describe_device(device: str) -> dict:
     return env
 
 
-def dataset_rows(path: Path) -> Iterator[tuple[str, dict]]:
-    """(location, row) for a dataset folder (Parquet files listed in its manifest) or one file."""
+def dataset_rows(path: Path) -> Iterator[tuple[str, Row | NotARow]]:
+    """(location, row or why the record is not one) for a dataset folder (Parquet files
+    listed in its manifest) or one file."""
     if path.is_dir():
         try:
             manifest = Manifest.read(path)
@@ -154,9 +155,9 @@ def dataset_rows(path: Path) -> Iterator[tuple[str, dict]]:
         for shard in manifest.parquet_files() + manifest.parquet_files("real"):
             if not (path / shard.path).exists():
                 raise DatasetError(f"{path / shard.path}: listed in the manifest but missing")
-            yield from iter_rows_from(path / shard.path)
+            yield from read_rows_from(path / shard.path)
     elif path.is_file():
-        yield from iter_rows_from(path)
+        yield from read_rows_from(path)
     else:
         raise DatasetError(f"{path}: no such file or folder")
 

@@ -28,6 +28,7 @@ import orjson
 from .. import warp_boundary
 from ..contracts.read import recorded_run, row_to_spec
 from ..contracts.reject import compiler_log_line, error_line
+from ..contracts.row import Row, is_real_row
 from ..contracts.test_vectors import TestVectors, VectorSet
 from ..execution import SizedRun, execute_specs, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM, generate_cuda
@@ -38,13 +39,6 @@ from ..numerics.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from ..spec import KernelSpec
 from ..warp_boundary.mining import cpu_module_of
 from . import cuda_text
-
-# Columns a worker needs (the rest of a row is not sent to it).
-COLUMNS = (
-    "id", "kernel_name", "category", "python_source", "cuda_forward", "cuda_backward", "device_functions",
-    "preamble_hash", "arg_specs", "launch_dim", "block_dim", "test_vectors", "compile", "metadata",
-    "difficulty", "features", "warp_version", "provenance",
-)  # fmt: skip
 
 
 class BuildFailed(Exception):
@@ -80,7 +74,7 @@ class ReferenceOutcome:
 @dataclass
 class _Prepared:
     pos: int
-    row: dict
+    row: Row
     spec: KernelSpec | None = None
     inputs: dict | None = None
     output_grads: dict | None = None
@@ -88,18 +82,14 @@ class _Prepared:
     sets: list[VectorSet] = field(default_factory=list)  # every recorded size, the row's own first
 
 
-def slim(row: dict) -> dict:
-    return {c: row.get(c) for c in COLUMNS}
-
-
-def prepare(pos: int, row: dict) -> _Prepared:
+def prepare(pos: int, row: Row) -> _Prepared:
     item = _Prepared(pos, row)
-    if not row.get("test_vectors"):
+    if not row.test_vectors:
         item.problem = "no test vectors"
         return item
     try:
         item.spec = row_to_spec(row)
-        item.sets = TestVectors.from_json(row["test_vectors"]).sets()
+        item.sets = TestVectors.from_json(row.test_vectors).sets()
         item.inputs, _, item.output_grads, _ = recorded_run(row)
     except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
         item.problem = f"unreadable test vectors or arg specs: {type(exc).__name__}: {exc}"
@@ -109,7 +99,7 @@ def prepare(pos: int, row: dict) -> _Prepared:
 CONTEXT_LOST = "context_lost"
 
 
-def process_chunk(rows: list[tuple[int, dict]], device: str, stages=("device", "reference")):
+def process_chunk(rows: list[tuple[int, Row]], device: str, stages=("device", "reference")):
     """Yield (stage, outcomes) for each requested stage, device stage first.
 
     If a kernel leaves the CUDA context unusable (an illegal address is sticky: every
@@ -175,9 +165,9 @@ def device_stage(item: _Prepared, device: str) -> DeviceOutcome:
             out.error = ("test_vectors", item.problem)
         return out
     spec = item.spec
-    if row.get("provenance"):
+    if is_real_row(row):
         return _real_device_stage(item, device, out)
-    with warp_boundary.loaded_source(row["python_source"]) as loaded:
+    with warp_boundary.loaded_source(row.python_source) as loaded:
         kernel = getattr(loaded.module, spec.kernel_name, None)
         if not isinstance(kernel, wp.Kernel):
             why = loaded.errors[0].message if loaded.errors else f"no kernel named {spec.kernel_name!r}"
@@ -203,7 +193,7 @@ def _build_and_run(
 ) -> DeviceOutcome:
     row, spec = item.row, item.spec
     block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
-    arch = int(row["compile"]["arch"])
+    arch = int(row.compile.arch)
     module.options["block_dim"] = block_dim
     t1 = time.perf_counter()
     try:
@@ -222,7 +212,7 @@ def _build_and_run(
         module.mark_modified()
     t2 = time.perf_counter()
     try:
-        if row.get("provenance"):  # a mined kernel: constant outputs are fine there
+        if is_real_row(row):  # a mined kernel: constant outputs are fine there
             run = run_row(row, kernel, device)
         else:
             run = run_kernel(spec, kernel, device, None, item.inputs, item.output_grads)
@@ -287,7 +277,7 @@ def reference_stage(items: list[_Prepared]) -> list[ReferenceOutcome]:
         if item.problem:
             out.twin = item.problem
             continue
-        if item.row.get("provenance"):
+        if is_real_row(item.row):
             out.twin = "mined kernel: no float64 twin (its source needs its file)"
             continue
         try:

@@ -6,6 +6,7 @@ Pure file-system and AST work: nothing here imports Warp or the files themselves
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,6 @@ class SourceFile:
 
 def installed_warp_root() -> Path:
     """The installed ``warp`` package folder (its examples, tests and library modules)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("warp")
     if spec is None or not spec.submodule_search_locations:
         raise MineError("warp: the warp-lang package is not installed")

@@ -15,10 +15,13 @@ import orjson
 
 from ..contracts.manifest import MANIFEST_FILE, SPLITS, FileEntry, Manifest
 from ..contracts.reject import REAL_REJECTS_FILE
-from ..contracts.row import REAL_ROW_SCHEMA
+from ..contracts.row import REAL_ROW_SCHEMA, ROW_SCHEMA, RealRow
 from ..dataset import shards, store
 from ..dataset.files import atomic_write
 from ..dataset.shards import SHARD_ROWS
+from ..pipeline.config import versions
+from ..publish.card import split_num_bytes
+from ..publish.card_real import render_card_with_real
 from .rows import kernel_shape_hash
 
 CONFIG = "real"
@@ -54,7 +57,7 @@ def synthetic_shapes(root: Path) -> set[str]:
     for split in SPLITS:
         for row in folder.iter_rows(split):
             try:
-                shapes.add(kernel_shape_hash(row["python_source"]))
+                shapes.add(kernel_shape_hash(row.python_source))
             except SyntaxError:
                 continue
     return shapes
@@ -62,19 +65,18 @@ def synthetic_shapes(root: Path) -> set[str]:
 
 def write_real(
     root: Path,
-    rows: list[dict],
+    rows_by_split: dict[str, list[RealRow]],
     rejects: list[dict],
     preambles: dict[str, str],
     stats: dict,
     command: str,
     compiler: dict | None = None,
 ) -> Manifest:
-    """Replace the folder's ``real`` configuration with these rows; returns the manifest.
+    """Replace the folder's ``real`` configuration with these rows (``MineResult.by_split()``);
+    returns the manifest.
 
     ``compiler``: what the compile check ran (extract/levels.compiler_record, as produce
     records it for the synthetic rows); {} when mining ran without one."""
-    from ..pipeline.config import versions
-
     root = Path(root)
     data_dir = root / DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +84,7 @@ def write_real(
         old.unlink()
     files = []
     for split in SPLITS:
-        part = [{k: v for k, v in r.items() if k != "split"} for r in rows if r["split"] == split]
+        part = [row.to_dict() for row in rows_by_split.get(split, [])]
         if not part:
             continue
         n_shards = -(-len(part) // SHARD_ROWS)
@@ -116,9 +118,6 @@ def write_real(
 
 def render_readme(root: Path, manifest: Manifest, all_stats: dict) -> str:
     """The card with both configurations (``real`` only if the folder has no synthetic rows)."""
-    from ..contracts.row import ROW_SCHEMA
-    from ..publish.card import split_num_bytes
-    from ..publish.card_real import render_card_with_real
 
     def split_files(config: str) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from .. import execution
+from .. import execution, warp_boundary
+from ..contracts.reject import RejectReason
+from ..contracts.row import GradientCheckInfo, RealRow
 from ..contracts.test_vectors import TestVectors
 from ..warp_boundary import mining as warp_mining
 from .discover import MineError
@@ -27,10 +29,10 @@ class Rerun:
     input_grads: dict[str, np.ndarray] | None = None
     error: str = ""  # the run failed
     skipped: str = ""  # the row could not be re-run here (why)
-    gradient_check: dict | None = None  # the check again, where the row records one that ran
+    gradient_check: GradientCheckInfo | None = None  # the check again, where the row records one that ran
 
 
-def rerun_rows(rows: list[dict], user_root=None) -> list[Rerun]:
+def rerun_rows(rows: list[RealRow], user_root=None) -> list[Rerun]:
     """One Rerun per row (each row must have test vectors); ``user_root``: the folder a
     user's tree was mined under (the installed Warp's rows need none)."""
     out: list[Rerun] = []
@@ -59,16 +61,14 @@ def rerun_rows(rows: list[dict], user_root=None) -> list[Rerun]:
     return out
 
 
-def run_row(row: dict, kernel, device: str, *, with_check: bool = False):
+def run_row(row: RealRow, kernel, device: str, *, with_check: bool = False):
     """Run a real row's (built) kernel on its recorded inputs and output gradients.
 
     Unlike a synthetic row, a constant output is no failure here: real kernels fill,
     count and copy.  ``with_check``: also the gradient check again where the row's
     records one that ran (verified or mismatch), and return (result, its check or None)."""
-    from ..contracts.reject import RejectReason
-
-    dec = TestVectors.from_json(row["test_vectors"]).decoded()
-    recheck = with_check and row["gradient_check"]["status"] in ("verified", "mismatch")
+    dec = TestVectors.from_json(row.test_vectors).decoded()
+    recheck = with_check and row.gradient_check.status in ("verified", "mismatch")
     done = run_one(
         _as_mined(row), kernel, 0, given=(dec["inputs"], dec["output_grads"]), device=device, check_gradients=recheck
     )
@@ -87,18 +87,16 @@ def run_row(row: dict, kernel, device: str, *, with_check: bool = False):
 
 
 def execution_build(module) -> str | None:
-    from .. import warp_boundary
-
     return warp_boundary.build_module(module, "cpu")
 
 
-def _as_mined(row: dict) -> MinedKernel:
-    prov = row["provenance"]
-    tv = orjson.loads(row["test_vectors"])
+def _as_mined(row: RealRow) -> MinedKernel:
+    prov = row.provenance
+    launch_dim = TestVectors.from_json(row.test_vectors).launch_dim
     return MinedKernel(
-        relpath=prov["path"], package=prov["package"], line=prov["line"], qualname=prov["qualname"],
-        kernel_name=row["kernel_name"], overload=prov["overload"], python_source=row["python_source"],
-        preamble="", device_functions=row["device_functions"], forward=row["cuda_forward"],
-        backward=row["cuda_backward"], generation_ms=0.0, features=list(row["features"]),
-        difficulty=row["difficulty"], arg_specs=orjson.loads(row["arg_specs"]), launch_dim=list(tv["launch_dim"]),
+        relpath=prov.path, package=prov.package, line=prov.line, qualname=prov.qualname,
+        kernel_name=row.kernel_name, overload=prov.overload, python_source=row.python_source,
+        preamble="", device_functions=row.device_functions, forward=row.cuda_forward,
+        backward=row.cuda_backward, generation_ms=0.0, features=list(row.features),
+        difficulty=row.difficulty, arg_specs=orjson.loads(row.arg_specs), launch_dim=list(launch_dim),
     )  # fmt: skip

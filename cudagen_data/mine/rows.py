@@ -24,7 +24,7 @@ from ..extract.levels import nvrtc_version
 from ..generators import GENERATOR_VERSION
 from ..publish.splits import DEFAULT_RATIOS, assign_split
 from .pool import FileResult
-from .worker import MinedKernel
+from .worker import Executed, MinedKernel
 
 CATEGORY = "real"
 LICENSES = {"warp-lang": "Apache-2.0"}
@@ -35,21 +35,21 @@ GRADIENTS_UNCHECKED = (
 )
 
 
-def gradient_check(backward: str, vectors: dict | None, checked: dict | None = None) -> dict:
+def gradient_check(backward: str, vectors: dict | None, checked: GradientCheckInfo | None = None) -> GradientCheckInfo:
     """The gradient_check column of a mined row: the worker's check where it ran (float32
     on the built kernel), else honest about why none ran."""
     if not backward:
-        return {
-            "status": "forward_only",
-            "reason": "Warp emitted no backward (the kernel's module turns it off)",
-            "precision": "",
-            "probes": 0,
-            "worst_rel_error": 0.0,
-        }
+        return GradientCheckInfo(
+            status="forward_only",
+            reason="Warp emitted no backward (the kernel's module turns it off)",
+            precision="",
+            probes=0,
+            worst_rel_error=0.0,
+        )
     if vectors and checked is not None:
-        return dict(checked)
+        return dataclasses.replace(checked)
     reason = GRADIENTS_UNCHECKED if vectors else "not executed: no gradients recorded"
-    return {"status": "unverified", "reason": reason, "precision": "", "probes": 0, "worst_rel_error": 0.0}
+    return GradientCheckInfo(status="unverified", reason=reason, precision="", probes=0, worst_rel_error=0.0)
 
 
 kernel_shape_hash = canonical.kernel_shape_hash
@@ -96,8 +96,8 @@ def build_rows(
     synthetic_shapes: set[str] | None = None,
     ratios=DEFAULT_RATIOS,
     stats: RunStats | None = None,
-) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """(rows with their split, rejects, preambles by hash), in a fixed order; ``stats``
+) -> tuple[list[RealRow], list[str], list[dict], dict[str, str]]:
+    """(rows, each row's split, rejects, preambles by hash), in a fixed order; ``stats``
     (:func:`new_stats`), if given, counts every kernel at the stage that kept or rejected it.
 
     Files are taken in path order and kernels in line order, so which of two
@@ -112,7 +112,8 @@ def build_rows(
     versions = versions or {"warp-lang": warp_version}
     licenses = {**LICENSES, **(licenses or {})}
     dedup = Dedup(set(synthetic_shapes or ()))
-    rows: list[dict] = []
+    rows: list[RealRow] = []
+    splits: list[str] = []
     rejects: list[dict] = []
     preambles: dict[str, str] = {}
     for res in sorted(results, key=lambda r: r.src.relpath):
@@ -125,7 +126,6 @@ def build_rows(
                 detail = first_error_line(k.compile_log)
                 reject(RealReject(k.relpath, k.line, _named(k), RejectReason.COMPILE_ERROR, detail), path)
                 continue
-            executed = res.executed.get(i)
             python_hash, _ = canonical.canonical_hashes(k.python_source)
             shape = kernel_shape_hash(k.python_source)
             cuda_hash = xxhash.xxh3_64_hexdigest((k.forward + k.backward).encode())
@@ -135,79 +135,99 @@ def build_rows(
                 continue
             preamble_hash = xxhash.xxh3_64_hexdigest(k.preamble.encode())
             preambles[preamble_hash] = k.preamble
-            not_run = (
-                k.not_run
-                or res.not_run.get(i, "")
-                or (executed.not_run if executed else "")
-                or ("" if executed else "not run")
-            )
-            vectors = executed.test_vectors if executed is not None and executed.test_vectors else None
-            specs = executed.arg_specs if executed is not None else k.arg_specs
-            checked = executed.gradient_check if executed is not None else None
-            grad = gradient_check(k.backward, vectors, checked)
-            row_id = (
-                python_hash if not k.overload else f"{python_hash}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
-            )
-            row = RealRow(
-                id=row_id,
-                kernel_name=k.kernel_name,
-                category=CATEGORY,
-                python_source=k.python_source,
-                cuda_forward=k.forward,
-                cuda_backward=k.backward,
-                metadata=Metadata(
-                    device="cuda",
-                    has_backward=bool(k.backward),
-                    forward_lines=k.forward.count("\n"),
-                    backward_lines=k.backward.count("\n"),
-                    generation_time_ms=k.generation_ms,
-                    seed=0,
-                    batch=0,
-                    index=0,
-                ),
-                difficulty=k.difficulty,
-                features=list(k.features),
-                device_functions=k.device_functions,
-                preamble_hash=preamble_hash,
-                arg_specs=orjson.dumps(specs or []).decode(),
-                launch_dim=list(k.launch_dim) if vectors else [],
-                block_dim=None,
-                test_vectors=orjson.dumps(vectors).decode() if vectors else "",
-                python_hash=python_hash,
-                shape_hash=shape,
-                cuda_hash=cuda_hash,
-                # at the level mining ran (--compile, as produce's); "none" when not checked
-                compile=CompileInfo(
-                    arch=k.arch,
-                    level=k.compile_level if k.compile_ok else "none",
-                    nvrtc_version=nvrtc_version(k.compile_level) if k.compile_ok else "",
-                    status="ok" if k.compile_ok else "skipped",
-                    time_ms=k.compile_ms,
-                ),
-                gradient_check=GradientCheckInfo(**grad),
-                warp_version=warp_version,
-                generator_version=GENERATOR_VERSION,
-                resources=None,  # not measured for mined kernels (produce --resources only)
-                provenance=Provenance(
-                    path=k.relpath,
-                    line=k.line,
-                    qualname=k.qualname,
-                    overload=k.overload,
-                    package=k.package,
-                    package_version=versions.get(k.package, ""),
-                    license=licenses.get(k.package, ""),
-                    executed=vectors is not None,
-                    not_executed_reason="" if vectors else not_run,
-                    gradients_checked=grad["probes"] > 0,
-                    order_dependent=list(executed.order_dependent) if vectors and executed is not None else [],
-                ),
-            )
+            hashes = RowHashes(python_hash, shape, cuda_hash, preamble_hash)
+            origin = (versions.get(k.package, ""), licenses.get(k.package, ""))
+            row = real_row(k, res.executed.get(i), res.not_run.get(i, ""), hashes, warp_version, *origin)
             split = assign_split(shape, ratios)
             stats.count_slot(CATEGORY, path, None)
             stats.count_row(CATEGORY, k.difficulty, split, row.metadata.forward_lines,
                             row.metadata.backward_lines, row.gradient_check.status)  # fmt: skip
-            rows.append({**row.to_dict(), "split": split})
-    return rows, rejects, preambles
+            rows.append(row)
+            splits.append(split)
+    return rows, splits, rejects, preambles
+
+
+@dataclass(frozen=True)
+class RowHashes:
+    """A mined kernel's hashes: its canonical Python, its definition's shape, its CUDA, its preamble."""
+
+    python: str
+    shape: str
+    cuda: str
+    preamble: str
+
+
+def real_row(
+    k: MinedKernel,
+    executed: Executed | None,
+    file_not_run: str,
+    hashes: RowHashes,
+    warp_version: str,
+    package_version: str,
+    package_license: str,
+) -> RealRow:
+    """The row of mined kernel ``k``: its CPU run (``executed``; ``file_not_run``: why its
+    file's runs stopped, if they did), provenance and gradient check."""
+    not_run = k.not_run or file_not_run or (executed.not_run if executed else "") or ("" if executed else "not run")
+    vectors = executed.test_vectors if executed is not None and executed.test_vectors else None
+    specs = executed.arg_specs if executed is not None else k.arg_specs
+    checked = executed.gradient_check if executed is not None else None
+    grad = gradient_check(k.backward, vectors, checked)
+    row_id = hashes.python if not k.overload else f"{hashes.python}-{xxhash.xxh3_64_hexdigest(k.overload.encode())[:8]}"
+    return RealRow(
+        id=row_id,
+        kernel_name=k.kernel_name,
+        category=CATEGORY,
+        python_source=k.python_source,
+        cuda_forward=k.forward,
+        cuda_backward=k.backward,
+        metadata=Metadata(
+            device="cuda",
+            has_backward=bool(k.backward),
+            forward_lines=k.forward.count("\n"),
+            backward_lines=k.backward.count("\n"),
+            generation_time_ms=k.generation_ms,
+            seed=0,
+            batch=0,
+            index=0,
+        ),
+        difficulty=k.difficulty,
+        features=list(k.features),
+        device_functions=k.device_functions,
+        preamble_hash=hashes.preamble,
+        arg_specs=orjson.dumps(specs or []).decode(),
+        launch_dim=list(k.launch_dim) if vectors else [],
+        block_dim=None,
+        test_vectors=orjson.dumps(vectors).decode() if vectors else "",
+        python_hash=hashes.python,
+        shape_hash=hashes.shape,
+        cuda_hash=hashes.cuda,
+        # at the level mining ran (--compile, as produce's); "none" when not checked
+        compile=CompileInfo(
+            arch=k.arch,
+            level=k.compile_level if k.compile_ok else "none",
+            nvrtc_version=nvrtc_version(k.compile_level) if k.compile_ok else "",
+            status="ok" if k.compile_ok else "skipped",
+            time_ms=k.compile_ms,
+        ),
+        gradient_check=grad,
+        warp_version=warp_version,
+        generator_version=GENERATOR_VERSION,
+        resources=None,  # not measured for mined kernels (produce --resources only)
+        provenance=Provenance(
+            path=k.relpath,
+            line=k.line,
+            qualname=k.qualname,
+            overload=k.overload,
+            package=k.package,
+            package_version=package_version,
+            license=package_license,
+            executed=vectors is not None,
+            not_executed_reason="" if vectors else not_run,
+            gradients_checked=grad.probes > 0,
+            order_dependent=list(executed.order_dependent) if vectors and executed is not None else [],
+        ),
+    )
 
 
 def _named(k: MinedKernel) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..contracts.reject import RealReject
+from ..contracts.row import RealRow
 from ..contracts.stats import RunStats
 from .argspecs import unfillable_kind
 from .discover import SourceFile, find_files, kernel_defs
@@ -21,11 +22,19 @@ DEFAULT_OPTIONS = Options()  # frozen: one shared default is safe
 
 @dataclass
 class MineResult:
-    rows: list[dict]
+    rows: list[RealRow]
+    splits: list[str]  # each row's split, in the order of ``rows``
     rejects: list[dict]
     preambles: dict[str, str]
     stats: dict = field(default_factory=dict)
     files: list[FileResult] = field(default_factory=list)
+
+    def by_split(self) -> dict[str, list[RealRow]]:
+        """The rows of each split (what :func:`.folder.write_real` writes), in order."""
+        out: dict[str, list[RealRow]] = {}
+        for row, split in zip(self.rows, self.splits, strict=True):
+            out.setdefault(split, []).append(row)
+        return out
 
 
 def mine_paths(
@@ -70,14 +79,14 @@ def mine_sources(
         _expand_file_rejects(res)
     kwargs = {} if ratios is None else {"ratios": ratios}
     counts = new_stats()
-    rows, rejects, preambles = build_rows(
+    rows, splits, rejects, preambles = build_rows(
         results, warp_version=warp.__version__, synthetic_shapes=synthetic_shapes, stats=counts, **kwargs
     )
     for res in results:
         counts.add_seconds(res.stage_seconds)
     counts.elapsed_seconds = time.perf_counter() - started
     stats = compute_stats(files, results, rows, counts)
-    return MineResult(rows, rejects, preambles, stats, results)
+    return MineResult(rows, splits, rejects, preambles, stats, results)
 
 
 def _expand_file_rejects(res: FileResult) -> None:
@@ -99,7 +108,7 @@ def _expand_file_rejects(res: FileResult) -> None:
     res.rejects = kept
 
 
-def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list[dict], counts: RunStats) -> dict:
+def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list[RealRow], counts: RunStats) -> dict:
     """stats.json → ``real``: the run's counters (kernels through mining's stages, rows by
     split and gradient status, seconds) and what the rows say about their runs."""
     declared = 0
@@ -109,10 +118,8 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         except SyntaxError:
             pass
     compiled = counts.stages["compile"]
-    executed = sum(1 for row in rows if row["provenance"]["executed"])
-    not_run = Counter(
-        _reason_class(row["provenance"]["not_executed_reason"]) for row in rows if not row["provenance"]["executed"]
-    )
+    executed = sum(1 for row in rows if row.provenance.executed)
+    not_run = Counter(_reason_class(row.provenance.not_executed_reason) for row in rows if not row.provenance.executed)
     return {
         "files": len(files),
         "kernel_definitions": declared,
@@ -132,22 +139,20 @@ def compute_stats(files: list[SourceFile], results: list[FileResult], rows: list
         "not_executed_by_reason": dict(sorted(not_run.items())),
         "unfillable_arguments": dict(
             Counter(
-                unfillable_kind(row["provenance"]["not_executed_reason"])
+                unfillable_kind(row.provenance.not_executed_reason)
                 for row in rows
-                if row["provenance"]["not_executed_reason"].startswith("argument ")
+                if row.provenance.not_executed_reason.startswith("argument ")
             ).most_common()
         ),
         # executed rows that keep only part of their outputs/gradients: the rest depend on thread order
-        "executed_partly_order_dependent": sum(1 for row in rows if row["provenance"]["order_dependent"]),
+        "executed_partly_order_dependent": sum(1 for row in rows if row.provenance.order_dependent),
         # rows by gradient_check.status; "mismatch": the adjoint disagrees with finite
         # differences (the row is kept, it is real code: filter on the status)
         "gradient_check": dict(sorted(counts.gradient_check.get(CATEGORY, {}).items())),
         "adjoint_mismatch_constructs": dict(
             sorted(
                 Counter(
-                    _construct(row["gradient_check"]["reason"])
-                    for row in rows
-                    if row["gradient_check"]["status"] == "mismatch"
+                    _construct(row.gradient_check.reason) for row in rows if row.gradient_check.status == "mismatch"
                 ).items()
             )
         ),

@@ -8,6 +8,7 @@ body.  Used by the tests and by ``benchmarks/bench_mine.py --verbatim``.
 
 from __future__ import annotations
 
+from ..contracts.row import RealRow
 from ..extract.codegen import DEFAULT_ARCH, DEFAULT_BLOCK_DIM
 from ..warp_boundary import mining as warp_mining
 from ..warp_boundary import postprocess_cuda
@@ -16,10 +17,10 @@ from .discover import SourceFile
 from .worker import naming_root
 
 
-def module_cuda_contains(src: SourceFile, rows: list[dict], arch: int = DEFAULT_ARCH) -> tuple[int, list[str]]:
+def module_cuda_contains(src: SourceFile, rows: list[RealRow], arch: int = DEFAULT_ARCH) -> tuple[int, list[str]]:
     """(rows found verbatim, names of rows not found) for rows mined from ``src``."""
     found = collect(src)
-    wanted = {(r["provenance"]["line"], r["provenance"]["qualname"]) for r in rows}
+    wanted = {(r.provenance.line, r.provenance.qualname) for r in rows}
     by_module: dict[int, tuple[object, list]] = {}
     for f in found.found:
         if (f.line, f.qualname) in wanted:
@@ -31,7 +32,7 @@ def module_cuda_contains(src: SourceFile, rows: list[dict], arch: int = DEFAULT_
     text = "\n".join(texts)
     missing = []
     for r in rows:
-        name = r["provenance"]["qualname"] + (f"[{r['provenance']['overload']}]" if r["provenance"]["overload"] else "")
-        if r["cuda_forward"] not in text or (r["cuda_backward"] and r["cuda_backward"] not in text):
+        name = r.provenance.qualname + (f"[{r.provenance.overload}]" if r.provenance.overload else "")
+        if r.cuda_forward not in text or (r.cuda_backward and r.cuda_backward not in text):
             missing.append(name)
     return len(rows) - len(missing), missing

@@ -1,6 +1,6 @@
-"""Mine one file (runs in a worker process): kernels -> CUDA -> compile check -> CPU run.
+"""Mine a few files (runs in a worker process): kernels -> CUDA -> compile check -> CPU run.
 
-:func:`mine_file` yields plain-data messages as it goes, so that a file which later
+:func:`mine_bundle` yields plain-data messages as it goes, so that a file which later
 hangs or crashes its worker still hands over what was done before: first every kernel's
 CUDA and compile verdict, then the CPU runs in small chunks.
 """
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
+import pickle
+import select
+import signal
 import textwrap
 import time
 from collections.abc import Iterator
@@ -20,15 +24,18 @@ import orjson
 import xxhash
 
 from .. import execution as execute
+from .. import gradcheck
 from .. import warp_boundary as warp_env
 from ..bisect import bisect_failures
 from ..contracts.reject import RealReject, RejectReason, error_line
-from ..extract.codegen import DEFAULT_ARCH, generate_cuda
+from ..contracts.row import GradientCheckInfo
+from ..contracts.test_vectors import TestVectors
+from ..extract.codegen import DEFAULT_ARCH, ExtractedKernel, generate_cuda
 from ..extract.levels import DEFAULT_COMPILE_LEVEL
 from ..extract.nvrtc import compile_units
 from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
-from ..spec import KernelSpec, is_float_dtype
+from ..spec import ArgSpec, KernelSpec, is_float_dtype
 from ..warp_boundary import mining as warp_mining
 from . import argspecs, order, values
 from .collect import collect
@@ -73,7 +80,7 @@ class Executed:
     test_vectors: dict | None
     arg_specs: list[dict] | None
     not_run: str
-    gradient_check: dict | None = None  # the row's gradient_check, where the backward was checked
+    gradient_check: GradientCheckInfo | None = None  # the row's gradient_check, where the backward was checked
     check_seconds: float = 0.0  # of that check (timing only)
     order_dependent: list[str] = field(default_factory=list)  # entries not recorded: they depend on thread order
     order_seconds: float = 0.0  # of the chunk's reversed runs (timing only; on its first kernel)
@@ -150,24 +157,9 @@ def prepare_file(
     found = collect(src)
     seconds["import"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    rejects: list[RealReject] = []
+    rejects = definitions_not_collected(src, found)
     if found.import_error is not None:
-        reason = classify_import_error(found.import_error)
-        detail = public_text(found.import_error, src)
-        rejects += [RealReject(src.relpath, d.line, d.qualname, reason, detail) for d in found.defs]
         return [], rejects, [], seconds
-    for d, err in found.replay_errors or []:
-        rejects.append(RealReject(src.relpath, d.line, d.qualname, RejectReason.NOT_REPLAYABLE, public_text(err, src)))
-    covered = {f.line for f in found.found} | {d.line for d, _ in found.replay_errors or []}
-    for d in found.defs:
-        if d.line not in covered:
-            # Defined inside a function that import does not run, in a class body that
-            # failed, or under a branch not taken at import.
-            rejects.append(
-                RealReject(
-                    src.relpath, d.line, d.qualname, RejectReason.NOT_CREATED, "the definition never ran at import"
-                )
-            )
     defs_by_line = {d.line: d for d in found.defs}
     lines = found.source.splitlines(True)
     tree = ast.parse(found.source)
@@ -178,48 +170,8 @@ def prepare_file(
     for f in found.found:
         d = defs_by_line[f.line]
         source = textwrap.dedent("".join(lines[f.line - 1 : ends.get(d.def_line, d.def_line)]))
-        targets = [(f.kernel, "")]
-        if f.kernel.is_generic:
-            targets = [(ovl, sig) for sig, ovl in f.kernel.overloads.items()]
-            if not targets:
-                rejects.append(
-                    RealReject(
-                        src.relpath,
-                        f.line,
-                        f.qualname,
-                        RejectReason.GENERIC_NO_OVERLOADS,
-                        "generic kernel with no wp.overload: its types are only known at launch",
-                    )
-                )
-        for target, sig in targets:
-            t0 = time.perf_counter()
-            try:
-                with warp_env.quiet_stderr():
-                    ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
-            except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
-                rejects.append(
-                    RealReject(
-                        src.relpath,
-                        f.line,
-                        _named(f.qualname, sig),
-                        RejectReason.CODEGEN_ERROR,
-                        public_text(error_line(exc), src),
-                    )
-                )
-                continue
-            ms = (time.perf_counter() - t0) * 1000.0
-            specs, why = argspecs.arg_specs(target)
-            kernel_tree = ast.parse(source)
-            feats = features_of(kernel_tree)
-            kernels.append(MinedKernel(
-                relpath=src.relpath, package=src.package, line=f.line, qualname=f.qualname,
-                kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
-                preamble=ext.preamble, device_functions=ext.device_functions, forward=ext.forward,
-                backward=ext.backward,
-                generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty(CATEGORY, kernel_tree, feats),
-                arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
-                launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,
-            ))  # fmt: skip
+        for target, kernel in generate_overloads(src, f, source, arch, rejects):
+            kernels.append(kernel)
             live.append(target)
     seconds["codegen"] = time.perf_counter() - clock
     if compile_check and kernels:
@@ -234,11 +186,83 @@ def prepare_file(
     return kernels, rejects, live, seconds
 
 
+def definitions_not_collected(src: SourceFile, found) -> list[RealReject]:
+    """A reject for each kernel definition of the file that import did not create: every one
+    where the file fails to import; else those whose replay failed and those never run."""
+    if found.import_error is not None:
+        reason = classify_import_error(found.import_error)
+        detail = public_text(found.import_error, src)
+        return [RealReject(src.relpath, d.line, d.qualname, reason, detail) for d in found.defs]
+    rejects = [
+        RealReject(src.relpath, d.line, d.qualname, RejectReason.NOT_REPLAYABLE, public_text(err, src))
+        for d, err in found.replay_errors or []
+    ]
+    covered = {f.line for f in found.found} | {d.line for d, _ in found.replay_errors or []}
+    for d in found.defs:
+        if d.line not in covered:
+            # Defined inside a function that import does not run, in a class body that
+            # failed, or under a branch not taken at import.
+            rejects.append(
+                RealReject(
+                    src.relpath, d.line, d.qualname, RejectReason.NOT_CREATED, "the definition never ran at import"
+                )
+            )
+    return rejects
+
+
+def generate_overloads(
+    src: SourceFile, f, source: str, arch: int, rejects: list[RealReject]
+) -> Iterator[tuple[object, MinedKernel]]:
+    """(wp.Kernel, its CUDA as a MinedKernel) for collected kernel ``f`` (whose definition is
+    ``source``), one per overload of a generic kernel; what Warp cannot generate goes to
+    ``rejects``."""
+    targets = [(f.kernel, "")]
+    if f.kernel.is_generic:
+        targets = [(ovl, sig) for sig, ovl in f.kernel.overloads.items()]
+        if not targets:
+            rejects.append(
+                RealReject(
+                    src.relpath,
+                    f.line,
+                    f.qualname,
+                    RejectReason.GENERIC_NO_OVERLOADS,
+                    "generic kernel with no wp.overload: its types are only known at launch",
+                )
+            )
+    for target, sig in targets:
+        t0 = time.perf_counter()
+        try:
+            with warp_env.quiet_stderr():
+                ext = generate_cuda(target, arch=arch, root=naming_root(src))  # paths as #18 names them
+        except Exception as exc:  # noqa: BLE001 - Warp raises many types for kernels it rejects
+            rejects.append(
+                RealReject(
+                    src.relpath,
+                    f.line,
+                    _named(f.qualname, sig),
+                    RejectReason.CODEGEN_ERROR,
+                    public_text(error_line(exc), src),
+                )
+            )
+            continue
+        ms = (time.perf_counter() - t0) * 1000.0
+        specs, why = argspecs.arg_specs(target)
+        kernel_tree = ast.parse(source)
+        feats = features_of(kernel_tree)
+        yield target, MinedKernel(
+            relpath=src.relpath, package=src.package, line=f.line, qualname=f.qualname,
+            kernel_name=f.qualname.rsplit(".", 1)[-1], overload=sig, python_source=source,
+            preamble=ext.preamble, device_functions=ext.device_functions, forward=ext.forward,
+            backward=ext.backward,
+            generation_ms=round(ms, 3), features=list(feats), difficulty=difficulty(CATEGORY, kernel_tree, feats),
+            arch=arch, arg_specs=[s.to_dict() for s in specs] if specs else None,
+            launch_dim=[argspecs.EXTENT] * argspecs.launch_rank(source), not_run=why,
+        )  # fmt: skip
+
+
 def compile_kernels(kernels: list[MinedKernel], *, arch: int, level: str) -> None:
     """The compile check of these kernels (any files), one translation unit per preamble
     (failing units bisected: a kernel's verdict never depends on its neighbours)."""
-    from ..extract.codegen import ExtractedKernel
-
     by_preamble: dict[str, list[MinedKernel]] = {}
     for k in kernels:
         by_preamble.setdefault(k.preamble, []).append(k)
@@ -270,8 +294,6 @@ def classify_import_error(message: str) -> RejectReason:
 def naming_root(src: SourceFile) -> str:
     """The folder a mined file is named relative to (the mined root's parent): what
     :func:`warp_boundary.postprocess_cuda` and ``scrub_paths`` take as ``root``."""
-    import os
-
     return os.path.dirname(src.root)
 
 
@@ -285,8 +307,6 @@ def public_text(text: str, src: SourceFile) -> str:
 
 
 def _spec(k: MinedKernel, specs: list, index: int) -> KernelSpec:
-    from ..spec import ArgSpec
-
     key = f"{k.relpath}:{k.line}:{k.qualname}:{k.overload}"
     return KernelSpec(
         category=CATEGORY, kernel_name=k.kernel_name, python_source=k.python_source,
@@ -341,21 +361,19 @@ def keep_order_independent(done: Executed, again: Executed) -> Executed:
         )
     check = done.gradient_check
     if check is not None and any(d.startswith("input_grads.") for d in dropped):
-        check = {
-            **check,
-            "status": "unverified",
-            "precision": "",
-            "probes": 0,
-            "worst_rel_error": 0.0,
-            "reason": "input gradients depend on thread order: not recorded, not checked",
-        }
+        check = GradientCheckInfo(
+            status="unverified",
+            reason="input gradients depend on thread order: not recorded, not checked",
+            precision="",
+            probes=0,
+            worst_rel_error=0.0,
+        )
     return dataclasses.replace(done, test_vectors=kept, order_dependent=dropped, gradient_check=check)
 
 
 def run_reversed(kernels: list[MinedKernel], live: list, done: list[Executed]) -> list[Executed]:
     """Each kernel built again with its threads run last to first, on its recorded inputs
     and output gradients (no gradient check)."""
-    from ..contracts.test_vectors import TestVectors
 
     def attempt(pos):
         with warp_mining.cpu_module_of([live[p] for p in pos], optimization_level=execute.CPU_OPT_LEVEL) as module:
@@ -402,11 +420,6 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
     """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), writes
     out of bounds (SIGSEGV) or never ends costs only that child, not the worker and the
     CPU build it holds.  The child only launches the already built kernel."""
-    import os
-    import pickle
-    import select
-    import signal
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -442,6 +455,10 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
     return Executed(index, None, k.arg_specs, f"run crashed ({how})")
 
 
+class NotRun(Exception):
+    """Why a kernel's run is not kept: its row's ``provenance.not_executed_reason``."""
+
+
 def run_one(
     k: MinedKernel,
     kernel,
@@ -453,8 +470,34 @@ def run_one(
     """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
     gradients; judge both.  Then (by default when mining, not when re-running ``given``
     vectors) the tape gradients against finite differences, on the same built kernel."""
+    try:
+        spec, result, grad_args = launch_taped(k, _spec(k, k.arg_specs, index), kernel, given, device)
+        racy = drop_racy_outputs(k, spec, kernel, result, device) if given is None else []
+    except NotRun as why:
+        return Executed(index, None, k.arg_specs, str(why))
+    vectors = orjson.loads(execute.test_vectors(spec, result).to_json())
+    check, clock = None, time.perf_counter()
+    if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
+        check = gradient_check_of(spec, kernel, result, device)
+    return Executed(
+        index,
+        vectors,
+        [a.to_dict() for a in spec.args],
+        "",
+        check,
+        time.perf_counter() - clock,
+        [f"outputs.{n}" for n in racy],
+    )
+
+
+def launch_taped(
+    k: MinedKernel, spec: KernelSpec, kernel, given: tuple[dict, dict] | None, device: str
+) -> tuple[KernelSpec, execute.ExecutionResult, list[ArgSpec]]:
+    """The forward on seeded (or given) inputs under a tape, then the backward on seeded (or
+    given) output gradients: (the spec, struct fields the run left unchanged now inputs; the
+    result; the arguments with gradients).  NotRun where the run fails or writes nothing
+    finite."""
     wp = warp_env.warp()
-    spec = _spec(k, k.arg_specs, index)
     if given is None:
         rng = execute.input_rng(spec)
         inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
@@ -482,12 +525,10 @@ def run_one(
             if given is None:
                 spec = _unwritten_fields_as_inputs(spec, result)
                 if not result.outputs:
-                    return Executed(
-                        index, None, k.arg_specs, "writes no array argument: the run left every struct field unchanged"
-                    )
+                    raise NotRun("writes no array argument: the run left every struct field unchanged")
             for name, out in result.outputs.items():
                 if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
-                    return Executed(index, None, k.arg_specs, f"output {name!r} has non-finite values")
+                    raise NotRun(f"output {name!r} has non-finite values")
             if grad_args:
                 seeds = execute.draw_output_grads(spec, grad_args) if given is None else given[1]
                 if seeds:
@@ -503,39 +544,30 @@ def run_one(
                 }
                 for name, grad in result.input_grads.items():
                     if not np.all(np.isfinite(grad)):
-                        return Executed(index, None, k.arg_specs, f"gradient of {name!r} has non-finite values")
+                        raise NotRun(f"gradient of {name!r} has non-finite values")
+    except NotRun:
+        raise
     except Exception as exc:  # noqa: BLE001
-        return Executed(index, None, k.arg_specs, f"run failed: {error_line(exc)}")
+        raise NotRun(f"run failed: {error_line(exc)}") from None
     finally:
         tape.reset()
-    racy = []
-    if given is None:
-        try:
-            racy = lost_updates(k, spec, kernel, result.inputs, set(result.outputs), device)
-        except Exception as exc:  # noqa: BLE001 - a run with fewer threads that fails: not shown safe
-            return Executed(
-                index, None, k.arg_specs, f"{order.NOT_RUN} (the runs with fewer threads failed: {error_line(exc)})"
-            )
-        for name in racy:
-            del result.outputs[name]
-        if racy and not result.outputs:
-            names = ", ".join(repr(n) for n in racy)
-            return Executed(
-                index, None, k.arg_specs, f"{order.NOT_RUN}: {names} stored by several threads without an atomic"
-            )
-    vectors = orjson.loads(execute.test_vectors(spec, result).to_json())
-    check, clock = None, time.perf_counter()
-    if (given is None if check_gradients is None else check_gradients) and grad_args and result.output_grads:
-        check = gradient_check_of(spec, kernel, result, device)
-    return Executed(
-        index,
-        vectors,
-        [a.to_dict() for a in spec.args],
-        "",
-        check,
-        time.perf_counter() - clock,
-        [f"outputs.{n}" for n in racy],
-    )
+    return spec, result, grad_args
+
+
+def drop_racy_outputs(k: MinedKernel, spec: KernelSpec, kernel, result, device: str) -> list[str]:
+    """Remove from ``result`` the outputs several threads store to without an atomic
+    (:func:`lost_updates`) and return their names; NotRun where none is left, or where the
+    runs with fewer threads fail (the outputs are then not shown safe)."""
+    try:
+        racy = lost_updates(k, spec, kernel, result.inputs, set(result.outputs), device)
+    except Exception as exc:  # noqa: BLE001 - a run with fewer threads that fails: not shown safe
+        raise NotRun(f"{order.NOT_RUN} (the runs with fewer threads failed: {error_line(exc)})") from None
+    for name in racy:
+        del result.outputs[name]
+    if racy and not result.outputs:
+        names = ", ".join(repr(n) for n in racy)
+        raise NotRun(f"{order.NOT_RUN}: {names} stored by several threads without an atomic")
+    return racy
 
 
 def lost_updates(k: MinedKernel, spec: KernelSpec, kernel, inputs: dict, outputs: set[str], device: str) -> list[str]:
@@ -571,8 +603,6 @@ def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
     """Warp does not say which struct fields a kernel writes, so every field array was
     drawn and read back: a field the run left unchanged is an input (dropped from the
     outputs, role "in"), never an output that records nothing."""
-    import dataclasses
-
     args = []
     for a in spec.args:
         if (
@@ -587,16 +617,14 @@ def _unwritten_fields_as_inputs(spec: KernelSpec, result) -> KernelSpec:
     return dataclasses.replace(spec, args=tuple(args))
 
 
-def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> dict:
+def gradient_check_of(spec: KernelSpec, kernel, result, device: str) -> GradientCheckInfo:
     """The row's gradient_check: the built kernel's tape gradients against finite
     differences, in float32 (a mined kernel needs its file, so no float64 twin is made).
     A disagreeing adjoint is kept as ``mismatch`` with the construct responsible where
     known: the row is real code, and users filter on the status."""
-    from .. import gradcheck
-
     with warp_env.quiet_stderr():
         check = gradcheck.check_built(spec, kernel, gradcheck.Point(result.inputs, result.output_grads), device=device)
-    row = check.to_row()
+    info = GradientCheckInfo(**check.to_row())
     if check.status == "mismatch" and check.construct:
-        row["reason"] = gradcheck.summary_reason(check)
-    return row
+        info.reason = gradcheck.summary_reason(check)
+    return info

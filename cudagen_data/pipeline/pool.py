@@ -31,7 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import wait
 from typing import Any
 
-from .. import spans
+from .. import spans, warp_boundary
 from ..bisect import bisect_failures
 from .orphans import die_with_parent, use_private_tmp
 
@@ -61,8 +61,6 @@ def _worker_init(parent_pid: int) -> None:
     started = time.monotonic()
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
     prepare_worker(parent_pid)
-    from .. import warp_boundary
-
     warp_boundary.warp()
     spans.note_worker_init(started)
 

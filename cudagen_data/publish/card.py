@@ -475,19 +475,6 @@ def _compile_text(compiler: dict, arch_text: str) -> str:
 
 
 def _body(manifest: dict, stats: dict, schema: pa.Schema, counts: dict[str, int], repo_id: str) -> str:
-    config = manifest.get("config", {})
-    versions = manifest.get("versions", {})
-    warp = versions.get("warp", "unknown")
-    tool = versions.get("cudagen_data", "unknown")
-    ratios = config.get("split_ratios", [0.98, 0.01, 0.01])  # manifests that predate the field: the old default
-    categories = config.get("categories") or sorted(stats.get("by_category", {}))
-    command = public_command(manifest["command"]) if manifest.get("command") else "cudagen produce"
-    arch = config.get("arch")
-    arch_text = f"`sm_{arch}`" if isinstance(arch, int) else f"`{arch}`" if arch else "the configured architecture"
-    category_list = ", ".join(f"`{c}`" for c in categories) if categories else "(none recorded)"
-    first_split = next(iter(counts))
-    max_chars = (stats.get("row_length") or {}).get("max_chars", 120000)
-
     return f"""# cudagen-data
 
 Pairs of [NVIDIA Warp](https://github.com/NVIDIA/warp) kernels written in Python and the
@@ -496,29 +483,7 @@ Every pair compiles and runs; each row carries recorded test vectors.
 
 ## How the data was made
 
-1. **Synthesis.** Typed program-synthesis generators write a complete Warp kernel module
-   per row from the root seed (`{config.get("seed", "?")}`), the category and a per-category index
-   (`metadata.seed`, `category`, `metadata.index`), in these categories: {category_list}.
-2. **Code generation.** Warp {warp} generates the CUDA for the kernel (`cuda_forward`,
-   `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
-   {PATH_RULE}
-3. **Compile check.** {_compile_text(manifest.get("compiler") or {}, arch_text)}
-4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward, at its
-   own size and at two more (see "Several sizes per row"); outputs must be finite and not
-   constant, and must change when the inputs are drawn afresh (see "Inputs that matter").
-   Inputs, outputs and gradients at every size are kept as `test_vectors`, so the CUDA can be
-   checked on a GPU.
-5. **Gradient check.** The tape gradient is compared with finite differences of the forward
-   (see "Verified backward"); rows whose backward disagrees are rejected. Rows longer than
-   {_fmt_int(max_chars)} characters (Python + forward + backward) are rejected too.
-6. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
-7. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
-   test = {" / ".join(str(r) for r in ratios)} of the hash space), so kernels that differ only in
-   identifiers or constants never appear in two splits; the parts hold
-   {", ".join(f"{s} {_fmt_int(n)}" for s, n in counts.items())} rows.
-
-Warp's CUDA preamble (identical for every row of one Warp version) is stored once, in
-`manifest.json` → `preambles`, keyed by `preamble_hash`.
+{_how_made_section(manifest, stats, counts)}
 
 ## Files
 
@@ -554,7 +519,62 @@ Warp's CUDA preamble (identical for every row of one Warp version) is stored onc
 {_resources_section(stats)}
 ## Reproduce
 
-Generated with cudagen-data {tool} and warp-lang {warp}:
+{_reproduce_section(manifest)}
+
+## Load
+
+{_load_section(repo_id, next(iter(counts)))}
+
+## Instruction-tuning exports
+
+{EXPORTS_DOC}
+
+## License
+
+Apache 2.0, like Warp. The CUDA text is Warp's output for the generated kernels.
+"""
+
+
+def _how_made_section(manifest: dict, stats: dict, counts: dict[str, int]) -> str:
+    """The steps from the seed to a published row, with this run's settings."""
+    config = manifest.get("config", {})
+    warp = manifest.get("versions", {}).get("warp", "unknown")
+    ratios = config.get("split_ratios", [0.98, 0.01, 0.01])  # manifests that predate the field: the old default
+    categories = config.get("categories") or sorted(stats.get("by_category", {}))
+    arch = config.get("arch")
+    arch_text = f"`sm_{arch}`" if isinstance(arch, int) else f"`{arch}`" if arch else "the configured architecture"
+    category_list = ", ".join(f"`{c}`" for c in categories) if categories else "(none recorded)"
+    max_chars = (stats.get("row_length") or {}).get("max_chars", 120000)
+    return f"""1. **Synthesis.** Typed program-synthesis generators write a complete Warp kernel module
+   per row from the root seed (`{config.get("seed", "?")}`), the category and a per-category index
+   (`metadata.seed`, `category`, `metadata.index`), in these categories: {category_list}.
+2. **Code generation.** Warp {warp} generates the CUDA for the kernel (`cuda_forward`,
+   `cuda_backward`) and for the `@wp.func` device functions it calls (`device_functions`).
+   {PATH_RULE}
+3. **Compile check.** {_compile_text(manifest.get("compiler") or {}, arch_text)}
+4. **Execution check.** Each kernel runs on Warp's CPU backend, forward and backward, at its
+   own size and at two more (see "Several sizes per row"); outputs must be finite and not
+   constant, and must change when the inputs are drawn afresh (see "Inputs that matter").
+   Inputs, outputs and gradients at every size are kept as `test_vectors`, so the CUDA can be
+   checked on a GPU.
+5. **Gradient check.** The tape gradient is compared with finite differences of the forward
+   (see "Verified backward"); rows whose backward disagrees are rejected. Rows longer than
+   {_fmt_int(max_chars)} characters (Python + forward + backward) are rejected too.
+6. **Deduplication.** Exact duplicates (canonical Python hash) and identical CUDA are dropped.
+7. **Splits.** A row's split is a deterministic function of `shape_hash` (train / validation /
+   test = {" / ".join(str(r) for r in ratios)} of the hash space), so kernels that differ only in
+   identifiers or constants never appear in two splits; the parts hold
+   {", ".join(f"{s} {_fmt_int(n)}" for s, n in counts.items())} rows.
+
+Warp's CUDA preamble (identical for every row of one Warp version) is stored once, in
+`manifest.json` → `preambles`, keyed by `preamble_hash`."""
+
+
+def _reproduce_section(manifest: dict) -> str:
+    versions = manifest.get("versions", {})
+    warp, tool = versions.get("warp", "unknown"), versions.get("cudagen_data", "unknown")
+    command = public_command(manifest["command"]) if manifest.get("command") else "cudagen produce"
+    return f"""Generated with cudagen-data {tool} and warp-lang {warp}:
 
 ```bash
 pip install "warp-lang=={warp}"
@@ -562,11 +582,12 @@ pip install "warp-lang=={warp}"
 ```
 
 The same seed and versions give the same rows (apart from the timing fields
-`metadata.generation_time_ms` and `compile.time_ms`).
+`metadata.generation_time_ms` and `compile.time_ms`)."""
 
-## Load
 
-```python
+def _load_section(repo_id: str, first_split: str) -> str:
+    """How a user loads the rows (they are dicts there) and rebuilds a translation unit."""
+    return f"""```python
 from datasets import load_dataset
 
 ds = load_dataset("{repo_id}")          # or the path of a local dataset folder
@@ -584,11 +605,10 @@ from huggingface_hub import hf_hub_download
 manifest = json.load(open(hf_hub_download("{repo_id}", "manifest.json", repo_type="dataset")))
 cuda = "\\n\\n".join([manifest["preambles"][row["preamble_hash"]], row["device_functions"],
                      row["cuda_forward"], row["cuda_backward"]])
-```
+```"""
 
-## Instruction-tuning exports
 
-`cudagen_data.publish.export.export(folder, "chat" | "completion", out)` writes chat or
+EXPORTS_DOC = f"""`cudagen_data.publish.export.export(folder, "chat" | "completion", out)` writes chat or
 prompt/completion JSONL from a local copy of this dataset. The chat format uses the
 system prompt
 
@@ -603,9 +623,4 @@ and this user message, the assistant answering with one ```` ```cuda ```` block
 {USER_TEMPLATE}
 ````
 
-{CHAT_EXAMPLE_NOTE}
-
-## License
-
-Apache 2.0, like Warp. The CUDA text is Warp's output for the generated kernels.
-"""
+{CHAT_EXAMPLE_NOTE}"""

@@ -74,8 +74,6 @@ def render_card_with_real(
 
 def real_section(stats: dict, counts: dict[str, int]) -> str:
     """The body section on the ``real`` configuration."""
-    rejects = stats.get("rejects_by_reason") or {}
-    not_run = stats.get("not_executed_by_reason") or {}
     figures = [
         ("files mined", card._fmt_int(stats.get("files", 0))),
         ("kernel definitions found (AST)", card._fmt_int(stats.get("kernel_definitions", 0))),
@@ -87,75 +85,77 @@ def real_section(stats: dict, counts: dict[str, int]) -> str:
     ]
     parts = [
         "## Configuration `real`: kernels mined from real Warp programs",
-        '`datasets.load_dataset(..., "real")`. `cudagen mine` imports each file of a tree of Warp programs '
-        "(by default the installed `warp-lang` package: its examples, tests and library) in a worker process "
-        "with a time limit, collects every kernel Warp creates (kernels defined inside functions are re-created "
-        "from their definition, without running the function), and keeps, per kernel (per overload of a "
-        "generic kernel), the CUDA Warp generates for it: forward, backward and device functions, "
-        "byte for byte what Warp generates when it loads the kernel's own module. "
-        "Each pair is checked with NVRTC at the level `compile.level` names (`frontend` by default: NVRTC's front "
-        "end with Warp's options; `ptx`: Warp's full compile), as the synthetic rows are; a kernel whose arguments "
-        "can all be made up from their annotations "
-        "(arrays of scalars, vectors, matrices; scalars) runs on Warp's CPU backend on seeded inputs and records "
-        "`test_vectors`. Beyond the synthetic rows' `arg_specs`, a mined row's may hold: a parametric `dtype` for a "
-        "vector, matrix, quaternion or transform type Warp has no name for (`vector(5,float32)`, `matrix(2,2,int8)`, "
-        "`quaternion(float16)`, `transformation(float64)`); a `layout` key on arrays passed as "
-        "`wp.indexedarray` (`indexed`: every dimension's indices in reverse), `wp.fabricarray` (`fabric`: two "
-        "buckets, 3 elements then the rest) or `wp.indexedfabricarray` (`indexedfabric`: in reverse), whose values "
-        "are the plain array behind them; and one spec per field of a struct argument, named `s.f` (a field array "
-        "the run left unchanged has role `in`). Such kernels record no gradients. Every executed kernel is run again "
-        "with its threads in reverse order: outputs and gradients that come out differently depend on thread order "
-        "(a GPU may not reproduce them), are left out of `test_vectors` and named in `provenance.order_dependent`; "
-        "a kernel left with no output is not executed. `python_source` is the kernel's own definition; it needs its "
-        "file to run, which "
-        "`provenance` names. Rows are deduplicated by the kernel's shape hash (and against the synthetic rows) "
-        "and split by it, as the synthetic rows are. Comments Warp writes into device functions name files "
-        "relative to the mined folder's parent, never a machine path.",
+        REAL_INTRO,
         card._table(("split", "rows"), [(f"`{s}`", card._fmt_int(n)) for s, n in counts.items()]),
         card._table(("figure", "value"), figures),
+        *_gradient_parts(stats),
     ]
-    grads = stats.get("gradient_check") or {}
-    if grads:
-        constructs = stats.get("adjoint_mismatch_constructs") or {}
-        parts.append(
-            "Backwards of executed rows are checked as the synthetic rows' are (Warp's tape gradient against central "
-            "finite differences on probes, kinks re-probed, never called wrong), on the built kernel itself in "
-            "**float32** (`gradient_check.precision`; tolerance 5e-2): a mined kernel needs its file, so no float64 "
-            "twin is made. Unlike synthetic rows, a mined kernel whose adjoint disagrees is **kept** (it is real code, "
-            'and its backward is what Warp really generates) with `gradient_check.status = "mismatch"` and the '
-            "Warp construct responsible in `gradient_check.reason` where known: to train on verified backwards only, "
-            "keep rows with status `verified`. Rows by `gradient_check.status`:\n\n"
-            + card._table(("status", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(grads.items())])
-        )
-        if constructs:
-            parts.append(
-                "Mismatching rows by construct:\n\n"
-                + card._table(
-                    ("construct", "rows"),
-                    [
-                        (f"`{k}`", card._fmt_int(v))
-                        for k, v in sorted(constructs.items(), key=lambda kv: (-kv[1], kv[0]))
-                    ],
-                )
-            )
+    not_run = stats.get("not_executed_by_reason") or {}
     if not_run:
-        parts.append(
-            "Rows not executed, by reason:\n\n"
-            + card._table(
-                ("reason", "rows"),
-                [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(not_run.items(), key=lambda kv: (-kv[1], kv[0]))],
-            )
-        )
+        parts.append("Rows not executed, by reason:\n\n" + _largest_first(("reason", "rows"), not_run))
+    rejects = stats.get("rejects_by_reason") or {}
     if rejects:
         parts.append(
             f"Kernels not mined (listed one by one in `{REAL_REJECTS_FILE}`), by reason:\n\n"
-            + card._table(
-                ("reason", "kernels"),
-                [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))],
-            )
+            + _largest_first(("reason", "kernels"), rejects)
         )
     parts.append(
         "Columns: those of the default configuration, plus `provenance` (struct):\n\n"
         + card._table(("field", "meaning"), [(f"`provenance.{k}`", v) for k, v in PROVENANCE_DOCS.items()])
     )
     return "\n\n".join(parts)
+
+
+def _gradient_parts(stats: dict) -> list[str]:
+    """How mined backwards are checked, and the rows by verdict (none where none ran)."""
+    grads = stats.get("gradient_check") or {}
+    if not grads:
+        return []
+    parts = [
+        "Backwards of executed rows are checked as the synthetic rows' are (Warp's tape gradient against central "
+        "finite differences on probes, kinks re-probed, never called wrong), on the built kernel itself in "
+        "**float32** (`gradient_check.precision`; tolerance 5e-2): a mined kernel needs its file, so no float64 "
+        "twin is made. Unlike synthetic rows, a mined kernel whose adjoint disagrees is **kept** (it is real code, "
+        'and its backward is what Warp really generates) with `gradient_check.status = "mismatch"` and the '
+        "Warp construct responsible in `gradient_check.reason` where known: to train on verified backwards only, "
+        "keep rows with status `verified`. Rows by `gradient_check.status`:\n\n"
+        + card._table(("status", "rows"), [(f"`{k}`", card._fmt_int(v)) for k, v in sorted(grads.items())])
+    ]
+    constructs = stats.get("adjoint_mismatch_constructs") or {}
+    if constructs:
+        parts.append("Mismatching rows by construct:\n\n" + _largest_first(("construct", "rows"), constructs))
+    return parts
+
+
+def _largest_first(header: tuple[str, str], counts: dict[str, int]) -> str:
+    """A table of ``counts``, largest first (ties by name)."""
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return card._table(header, [(f"`{k}`", card._fmt_int(v)) for k, v in rows])
+
+
+REAL_INTRO = (
+    '`datasets.load_dataset(..., "real")`. `cudagen mine` imports each file of a tree of Warp programs '
+    "(by default the installed `warp-lang` package: its examples, tests and library) in a worker process "
+    "with a time limit, collects every kernel Warp creates (kernels defined inside functions are re-created "
+    "from their definition, without running the function), and keeps, per kernel (per overload of a "
+    "generic kernel), the CUDA Warp generates for it: forward, backward and device functions, "
+    "byte for byte what Warp generates when it loads the kernel's own module. "
+    "Each pair is checked with NVRTC at the level `compile.level` names (`frontend` by default: NVRTC's front "
+    "end with Warp's options; `ptx`: Warp's full compile), as the synthetic rows are; a kernel whose arguments "
+    "can all be made up from their annotations "
+    "(arrays of scalars, vectors, matrices; scalars) runs on Warp's CPU backend on seeded inputs and records "
+    "`test_vectors`. Beyond the synthetic rows' `arg_specs`, a mined row's may hold: a parametric `dtype` for a "
+    "vector, matrix, quaternion or transform type Warp has no name for (`vector(5,float32)`, `matrix(2,2,int8)`, "
+    "`quaternion(float16)`, `transformation(float64)`); a `layout` key on arrays passed as "
+    "`wp.indexedarray` (`indexed`: every dimension's indices in reverse), `wp.fabricarray` (`fabric`: two "
+    "buckets, 3 elements then the rest) or `wp.indexedfabricarray` (`indexedfabric`: in reverse), whose values "
+    "are the plain array behind them; and one spec per field of a struct argument, named `s.f` (a field array "
+    "the run left unchanged has role `in`). Such kernels record no gradients. Every executed kernel is run again "
+    "with its threads in reverse order: outputs and gradients that come out differently depend on thread order "
+    "(a GPU may not reproduce them), are left out of `test_vectors` and named in `provenance.order_dependent`; "
+    "a kernel left with no output is not executed. `python_source` is the kernel's own definition; it needs its "
+    "file to run, which "
+    "`provenance` names. Rows are deduplicated by the kernel's shape hash (and against the synthetic rows) "
+    "and split by it, as the synthetic rows are. Comments Warp writes into device functions name files "
+    "relative to the mined folder's parent, never a machine path."
+)

@@ -40,15 +40,18 @@ validation, test), then shard order, then row order.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
 
-from cudagen_data.publish import PublishError
-from cudagen_data.publish.folder import parquet_files
+from ..contracts.row import Row
+from . import PublishError
+from .folder import parquet_files
 
 FORMATS = ("chat", "completion")
 
@@ -71,7 +74,20 @@ CHAT_EXAMPLE_NOTE = (
     "```` ```cuda ```` as the prompt, and the code with the closing fence as the completion."
 )
 
-_COLUMNS = ["id", "python_source", "cuda_forward", "cuda_backward", "device_functions"]
+
+@dataclass(frozen=True)
+class PairText:
+    """What an export reads of a row: its id and its texts (columns of the row contract;
+    the Parquet read is limited to them)."""
+
+    id: str
+    python_source: str
+    cuda_forward: str
+    cuda_backward: str
+    device_functions: str
+
+
+PAIR_COLUMNS = [f.name for f in dataclasses.fields(PairText)]
 
 
 def _parts(has_funcs: bool, has_backward: bool) -> str:
@@ -79,25 +95,25 @@ def _parts(has_funcs: bool, has_backward: bool) -> str:
     return parts + (", preceded by the device functions it calls" if has_funcs else "")
 
 
-def build_pair(row: dict, include_backward: bool = True) -> tuple[str, str]:
+def build_pair(row: Row | PairText, include_backward: bool = True) -> tuple[str, str]:
     """(user message, CUDA code without fences) for one row."""
-    funcs = (row.get("device_functions") or "").strip("\n")
-    forward = (row.get("cuda_forward") or "").strip("\n")
-    backward = (row.get("cuda_backward") or "").strip("\n") if include_backward else ""
+    funcs = (row.device_functions or "").strip("\n")
+    forward = (row.cuda_forward or "").strip("\n")
+    backward = (row.cuda_backward or "").strip("\n") if include_backward else ""
     if not forward:
-        raise PublishError(f"row {row.get('id')!r}: empty cuda_forward")
+        raise PublishError(f"row {row.id!r}: empty cuda_forward")
     parts = _parts(bool(funcs), bool(backward))
-    user = USER_TEMPLATE.format(parts=parts, python_source=row["python_source"].rstrip("\n"))
+    user = USER_TEMPLATE.format(parts=parts, python_source=row.python_source.rstrip("\n"))
     code = "\n\n".join(p for p in (funcs, forward, backward) if p)
     return user, code
 
 
-def format_record(row: dict, split: str, fmt: str, include_backward: bool = True) -> dict:
+def format_record(row: Row | PairText, split: str, fmt: str, include_backward: bool = True) -> dict:
     """One export record for ``row`` in format ``fmt`` ("chat" or "completion")."""
     user, code = build_pair(row, include_backward)
     if fmt == "chat":
         return {
-            "id": row["id"],
+            "id": row.id,
             "split": split,
             "messages": [
                 {"role": "system", "content": SYSTEM_PROMPT},
@@ -106,25 +122,25 @@ def format_record(row: dict, split: str, fmt: str, include_backward: bool = True
             ],
         }
     if fmt == "completion":
-        return {"id": row["id"], "split": split, "prompt": user + "\n\n```cuda\n", "completion": code + "\n```"}
+        return {"id": row.id, "split": split, "prompt": user + "\n\n```cuda\n", "completion": code + "\n```"}
     raise PublishError(f"export format {fmt!r} is not one of {FORMATS}")
 
 
-def iter_rows(folder, config: str = "default") -> Iterator[tuple[str, dict]]:
-    """(split, row) for every row of a configuration's Parquet shards, in export order.
-    Only the columns the export needs are read."""
+def iter_rows(folder, config: str = "default") -> Iterator[tuple[str, PairText]]:
+    """(split, row's id and texts) for every row of a configuration's Parquet shards, in
+    export order.  Only the columns the export needs are read."""
     folder = Path(folder)
     for data_file in parquet_files(folder, config=config):
         try:
             pf = pq.ParquetFile(folder / data_file.path)
-            missing = [c for c in _COLUMNS if c not in pf.schema_arrow.names]
+            missing = [c for c in PAIR_COLUMNS if c not in pf.schema_arrow.names]
             if missing:
                 raise PublishError(f"{data_file.path}: missing columns {missing}")
             seen = 0
-            for batch in pf.iter_batches(batch_size=2048, columns=_COLUMNS):
-                for row in batch.to_pylist():
+            for batch in pf.iter_batches(batch_size=2048, columns=PAIR_COLUMNS):
+                for record in batch.to_pylist():
                     seen += 1
-                    yield data_file.split, row
+                    yield data_file.split, PairText(**record)
         except PublishError:
             raise
         except Exception as exc:  # corrupt shard: pyarrow raises several types

@@ -35,7 +35,7 @@ def hand_rows(gpu):
 @pytest.fixture(scope="module")
 def produced(gpu, request):
     produced_dataset = request.getfixturevalue("produced_dataset")  # only once the GPU is known to be there
-    rows = [row for _, row in dataset_rows(produced_dataset)]
+    rows = [row.to_dict() for _, row in dataset_rows(produced_dataset)]  # dicts, as kernel_rows makes them
     preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
     return rows, preambles
 

@@ -42,7 +42,7 @@ def _mine(paths, tmp_path_factory, name):
 
     result = mine_paths(paths, workers=JOBS, options=Options(timeout_s=300))
     folder = tmp_path_factory.mktemp(name)
-    write_real(folder, result.rows, result.rejects, result.preambles, result.stats, "cudagen mine (GPU suite)")
+    write_real(folder, result.by_split(), result.rejects, result.preambles, result.stats, "cudagen mine (GPU suite)")
     return folder, result
 
 
@@ -67,8 +67,8 @@ def test_mined_rows_pass_on_the_gpu(mined_folder, cuda_device, tmp_path):
     folder, result = mined_folder
     report = gpu_validate(folder, device=cuda_device, jobs=JOBS, report_path=tmp_path / "report.json")
     print(format_gpu_report(report))
-    executed = sum(r["provenance"]["executed"] for r in result.rows)
-    dropped = sum(bool(r["provenance"]["order_dependent"]) for r in result.rows)
+    executed = sum(r.provenance.executed for r in result.rows)
+    dropped = sum(bool(r.provenance.order_dependent) for r in result.rows)
     print(
         f"mined rows: {len(result.rows)}, executed: {executed}, executed with order-dependent outputs left out: "
         f"{dropped}, "

@@ -37,7 +37,7 @@ def gpu(cuda_device):
 @pytest.fixture(scope="module")
 def rows(gpu, request):
     produced_dataset = request.getfixturevalue("produced_dataset")
-    produced = [row for _, row in dataset_rows(produced_dataset)]
+    produced = [row.to_dict() for _, row in dataset_rows(produced_dataset)]  # dicts, as kernel_rows makes them
     preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
     return produced + kernel_rows.make_rows(list(kernel_rows.KERNELS)), preambles
 
