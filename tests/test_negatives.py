@@ -358,7 +358,7 @@ def test_negatives_of_a_mined_folder(tmp_path):
 
     mined = mine_paths([Path(__file__).parent / "mine_tree"], workers=1, options=Options(timeout_s=120))
     assert mined.rows
-    write_real(tmp_path, mined.rows, mined.rejects, mined.preambles, mined.stats, "cudagen mine tests/mine_tree")
+    write_real(tmp_path, mined.by_split(), mined.rejects, mined.preambles, mined.stats, "cudagen mine tests/mine_tree")
     res = CliRunner().invoke(app, ["negatives", str(tmp_path), "--no-progress", "--workers", "0"])
     assert res.exit_code == 0, res.output
     stats = orjson.loads((tmp_path / "stats.json").read_bytes())["negatives"]

@@ -29,6 +29,7 @@ from cudagen_data.eval import (
     gpu_lock,
     timing,
 )
+from cudagen_data.eval import pool as eval_pool
 from cudagen_data.eval import run as run_module
 from cudagen_data.eval.pool import Job, run_inline
 from cudagen_data.eval.reference import compute_reference, draw_fresh
@@ -639,6 +640,7 @@ def cpu_builds(monkeypatch):
 
     monkeypatch.setattr(run_module, "candidate_kernel", cpu_kernel)
     monkeypatch.setattr(timing, "candidate_kernel", cpu_kernel)
+    monkeypatch.setattr(eval_pool, "candidate_kernel", cpu_kernel)  # eval/pool.py imports it by name
     small = timing.Method(warmup=1, timed=3, target_threads=1 << 13, flush_bytes=1 << 12)
     monkeypatch.setattr(timing, "METHOD", small)
     return sources
