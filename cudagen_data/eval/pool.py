@@ -57,15 +57,21 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     input_sets: dict = field(default_factory=dict)  # Reference.summary(): sets run, by kind, and sizes
     timing: dict | None = None  # timing.TimingResult.to_dict() of a timed candidate
+    # seconds by phase: the row's CPU reference (a job's first candidate, where it was
+    # computed for the job), the candidate's build, its judging
+    phases: dict = field(default_factory=dict)
 
 
-def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: bool = False):
+def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: bool = False, build=None):
     """Yield ("reference", notes) then ("outcome", Outcome) per candidate; a lost CUDA
     context yields ("context_lost", None) last.  ``precompiled_header``: build with
-    NVRTC's precompiled header (a worker process that removes it when done)."""
+    NVRTC's precompiled header (a worker process that removes it when done).  ``build``:
+    how a candidate becomes a kernel on ``device`` (default run.candidate_kernel; a CPU
+    stand-in in benchmarks/bench_eval.py)."""
     from .reference import ReferenceUnavailable, compute_reference
     from .timing import OwnKernel  # the row's own kernel, built once per job where --timing needs it
 
+    t0 = time.perf_counter()
     key = (row_key(job.row), job.seed, job.fresh_sets)
     ref = cache.get(key)
     if ref is None:
@@ -77,36 +83,44 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
         while len(cache) > REFERENCE_CACHE:
             cache.popitem(last=False)
     cache.move_to_end(key)
+    first = time.perf_counter() - t0  # the row's CPU reference (0 when cached)
     yield "reference", None
     with OwnKernel(job.row, device, precompiled_header) as own:
-        yield from _judge_candidates(job, device, ref, own, precompiled_header)
+        yield from _judge_candidates(job, device, ref, own, precompiled_header, build, first)
 
 
-def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool):
+def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool, build=None, first: float = 0.0):
     """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
     from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
     from .timing import gpu_access, measure
 
+    build = build or candidate_kernel
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
+        phases = {"reference": first, "build": 0.0, "judge": 0.0}
+        first = 0.0
         if isinstance(ref, Exception):
-            yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}")
+            yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}", phases=phases)
             continue
         try:
             timed, notes = None, list(ref.notes)
-            with candidate_kernel(job.row, forward, backward, device, precompiled_header) as (kernel, built):
+            with build(job.row, forward, backward, device, precompiled_header) as (kernel, built):
+                t1 = time.perf_counter()
+                phases["build"] = t1 - t0
                 with gpu_access(device, exclusive=False):  # a timing elsewhere waits for the launches
                     failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
+                phases["judge"] = time.perf_counter() - t1
                 if job.timing and not failures:
                     timed, why = measure(ref, job.row, kernel, own, device, job.seed, backward is not None)
                     failures += [why] if why and not why.startswith("not timed") else []
                     notes += [why] if why.startswith("not timed") else []
             outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=notes,
-                              input_sets=ref.summary(), timing=timed)  # fmt: skip
+                              input_sets=ref.summary(), timing=timed, phases=phases)  # fmt: skip
         except CandidateBuildFailed as exc:
-            outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")
+            phases["build"] = time.perf_counter() - t0
+            outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}", phases=phases)
         except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
-            outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}")
+            outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}", phases=phases)
         outcome.seconds = time.perf_counter() - t0
         if device.startswith("cuda") and not _context_usable(device):
             outcome.ok = False
