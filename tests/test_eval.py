@@ -300,6 +300,68 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
     )  # constant where the reference is
 
 
+def _sets_bytes(ref) -> list[tuple]:
+    return [(s.name, s.size, sorted((k, np.asarray(v).tobytes()) for k, v in s.inputs.items()),
+             sorted((k, np.asarray(v).tobytes()) for k, v in s.expected.items()),
+             sorted((k, v.tobytes()) for k, v in s.ref64.items())) for s in ref.sets]  # fmt: skip
+
+
+def _WRONG_AT_LOW_END(src: str) -> str:  # noqa: N802 - reads as the kernel it makes
+    """The chain kernel, wrong only where x is the domain's low end (-2): the decisive element of a "low" set."""
+    return src.replace("    y[i] =", "    if x[i] <= -2.0:\n        y[i] = 0.0\n        return\n    y[i] =")
+
+
+def test_a_lazy_reference_computes_each_drawn_set_when_the_judge_first_needs_it(rows, chain_reference):
+    """The eval workers' reference (compute_reference(lazy=True)): the recorded sets at
+    once; a drawn set when a candidate's judging first reaches it, then kept; in the end
+    the very sets, expected values and order of the eager reference (same seed)."""
+    lazy = compute_reference(rows[0], seed=12345, lazy=True)
+    assert [s.kind for s in lazy.sets] == ["recorded"] and len(lazy.pending) == 18 and lazy._release is not None
+    src = lazy.spec.python_source
+    swapped = _judge_python(lazy, src.replace("+ wp.tanh", "- wp.tanh"))  # fails on the recorded set
+    assert swapped and len(lazy.sets) == 1 and len(lazy.pending) == 18  # it cost no drawn set
+    off = _judge_python(lazy, _WRONG_AT_LOW_END(src))  # fails on the first drawn set, the first with x = -2
+    assert off and off[0].startswith("adversarial low @ random") and len(lazy.sets) == 2
+    assert _judge_python(lazy, src) == []  # the row's own kernel runs every set: all computed, module released
+    assert lazy.done and lazy._release is None and lazy.summary() == chain_reference.summary()
+    assert _sets_bytes(lazy) == _sets_bytes(chain_reference) and lazy.notes == chain_reference.notes
+    assert _judge_python(lazy, _WRONG_AT_LOW_END(src)) == off  # the same verdict from the kept sets
+
+
+def test_the_run_stage_reports_what_a_candidate_ran_and_times_its_phases(rows):
+    """eval/pool.process_job (what a GPU worker runs), with Python kernels on the CPU as
+    stand-ins for compiled candidates: the reference is computed once for the job and
+    its drawn sets as the first candidate reaches them; a failing candidate reports the
+    sets it ran, a passing one all of them; each outcome times reference, build, judging."""
+    import contextlib
+    from collections import OrderedDict
+
+    from cudagen_data.eval.pool import Job, process_job
+
+    row = rows[0]
+    src = row["python_source"]
+    sources = {"own": src, "swapped": src.replace("+ wp.tanh", "- wp.tanh"), "off": _WRONG_AT_LOW_END(src)}
+
+    @contextlib.contextmanager
+    def build(row, forward, backward, device, precompiled_header=False):
+        with batch_module([(sources[forward], row["kernel_name"])], optimization_level=CPU_OPT_LEVEL) as (m, k, _):
+            assert build_module(m, "cpu") is None
+            yield k[0], "cpu"
+
+    job = Job(row, 12345, [(0, "swapped", None), (1, "off", None), (2, "own", None), (3, "off", None)])
+    cache = OrderedDict()
+    got = {o.key: o for kind, o in process_job(job, "cpu", cache, build=build) if kind == "outcome"}
+    assert [got[k].ok for k in range(4)] == [False, False, True, False], [got[k].detail for k in range(4)]
+    assert got[0].input_sets["sets"] == 1 and got[1].input_sets["sets"] == 2  # the recorded set; then the first drawn
+    assert got[2].input_sets == {"sets": 19, "recorded": 1, "fresh": 12, "adversarial": 6, "sizes": [[64]]}
+    assert got[3].input_sets == got[1].input_sets and got[3].detail == got[1].detail  # the same, from the kept sets
+    assert all(set(o.phases) == {"reference", "build", "judge"} for o in got.values())
+    assert got[0].phases["reference"] > 0 and got[3].phases["reference"] == 0.0  # the first pays for the reference
+    assert got[2].phases["reference"] > 0  # the sets the own kernel was first to reach
+    (ref,) = cache.values()
+    assert ref.done and len(ref.sets) == 19
+
+
 def test_guard_cells_are_compared_bit_for_bit():
     for dtype in ("float16", "float32", "float64"):
         a, b = guard_value(dtype, "nan", 0), guard_value(dtype, "nan", 1)

@@ -57,8 +57,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     input_sets: dict = field(default_factory=dict)  # Reference.summary(): sets run, by kind, and sizes
     timing: dict | None = None  # timing.TimingResult.to_dict() of a timed candidate
-    # seconds by phase: the row's CPU reference (a job's first candidate, where it was
-    # computed for the job), the candidate's build, its judging
+    # seconds by phase: the row's CPU reference computed for it (a job's first candidate: its
+    # build and recorded sets; then the drawn sets it was first to reach), its build, its judging
     phases: dict = field(default_factory=dict)
 
 
@@ -67,7 +67,9 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
     context yields ("context_lost", None) last.  ``precompiled_header``: build with
     NVRTC's precompiled header (a worker process that removes it when done).  ``build``:
     how a candidate becomes a kernel on ``device`` (default run.candidate_kernel; a CPU
-    stand-in in benchmarks/bench_eval.py)."""
+    stand-in in benchmarks/bench_eval.py).  The row's reference is lazy: its drawn sets
+    are computed when the first candidate that gets that far needs them, then kept for
+    the row's later candidates (and jobs)."""
     from .reference import ReferenceUnavailable, compute_reference
     from .timing import OwnKernel  # the row's own kernel, built once per job where --timing needs it
 
@@ -76,14 +78,16 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
     ref = cache.get(key)
     if ref is None:
         try:
-            ref = compute_reference(job.row, job.seed, job.fresh_sets)
+            ref = compute_reference(job.row, job.seed, job.fresh_sets, lazy=True)
         except ReferenceUnavailable as exc:
             ref = exc
         cache[key] = ref
         while len(cache) > REFERENCE_CACHE:
-            cache.popitem(last=False)
+            _, old = cache.popitem(last=False)
+            if not isinstance(old, Exception):
+                old.close()  # its CPU module, kept while drawn sets remained to compute
     cache.move_to_end(key)
-    first = time.perf_counter() - t0  # the row's CPU reference (0 when cached)
+    first = time.perf_counter() - t0  # the reference's CPU build and recorded sets (0 when cached)
     yield "reference", None
     with OwnKernel(job.row, device, precompiled_header) as own:
         yield from _judge_candidates(job, device, ref, own, precompiled_header, build, first)
@@ -91,7 +95,7 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
 
 def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool, build=None, first: float = 0.0):
     """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
-    from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
+    from .run import CandidateBuildFailed, candidate_kernel, judge_runs
     from .timing import gpu_access, measure
 
     build = build or candidate_kernel
@@ -102,20 +106,27 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
         if isinstance(ref, Exception):
             yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}", phases=phases)
             continue
+        computed = ref.seconds  # drawn sets this candidate is first to reach: reference time, not judging
         try:
-            timed, notes = None, list(ref.notes)
+            timed, notes = None, []
             with build(job.row, forward, backward, device, precompiled_header) as (kernel, built):
                 t1 = time.perf_counter()
                 phases["build"] = t1 - t0
                 with gpu_access(device, exclusive=False):  # a timing elsewhere waits for the launches
-                    failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
-                phases["judge"] = time.perf_counter() - t1
+                    failures, ran = judge_runs(ref, kernel, device, bool(job.row["cuda_backward"]))
+                phases["reference"] += ref.seconds - computed
+                phases["judge"] = time.perf_counter() - t1 - (ref.seconds - computed)
+                # a passing candidate ran every set: it reports them all, and every note; a
+                # failing one the sets up to the one it failed on, and the notes known before
+                # any drawn set (the same whichever candidates of the row came first)
+                notes = list(ref.notes if not failures else ref.notes[: ref.known_notes])
                 if job.timing and not failures:
                     timed, why = measure(ref, job.row, kernel, own, device, job.seed, backward is not None)
                     failures += [why] if why and not why.startswith("not timed") else []
                     notes += [why] if why.startswith("not timed") else []
             outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=notes,
-                              input_sets=ref.summary(), timing=timed, phases=phases)  # fmt: skip
+                              input_sets=ref.summary(None if not failures else ran), timing=timed,
+                              phases=phases)  # fmt: skip
         except CandidateBuildFailed as exc:
             phases["build"] = time.perf_counter() - t0
             outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}", phases=phases)

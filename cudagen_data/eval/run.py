@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,9 +225,10 @@ def run_guarded(
             continue
         buf, g = bufs[a.name]
         np_dtype = DTYPES[a.dtype][0]
-        if not guards_intact(buf.numpy(), g, guard_value(np_dtype, fill, salt)):
+        full = buf.numpy()  # one copy back per array: its guards and its cells
+        if not guards_intact(full, g, guard_value(np_dtype, fill, salt)):
             out.problems.append(f"wrote out of bounds of array {a.name!r}")
-        value = views[a.name].numpy()
+        value = full[g : g + a.shape[0]]
         if a.role == "in":
             if not np.array_equal(value, inputs[a.name], equal_nan=np_dtype.startswith("float")):
                 out.problems.append(f"wrote to input-only array {a.name!r}")
@@ -243,10 +245,13 @@ def run_guarded(
         wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
             buf, g = bufs[a.name]
-            if buf.grad is not None and not guards_intact(buf.grad.numpy(), g, np.zeros((), DTYPES[a.dtype][0])):
+            if buf.grad is None:
+                continue
+            full = buf.grad.numpy()  # one copy back: the gradient's guards and cells (the view's grad is a view of it)
+            if not guards_intact(full, g, np.zeros((), DTYPES[a.dtype][0])):
                 out.problems.append(f"backward wrote out of bounds of the gradient of {a.name!r}")
             if a.role != "out":
-                out.values[grad_key(a.name)] = views[a.name].grad.numpy().copy()
+                out.values[grad_key(a.name)] = full[g : g + a.shape[0]].copy()
     except Exception as exc:  # noqa: BLE001
         out.problems.append(f"backward launch failed: {error_line(exc)}")
     finally:
@@ -282,18 +287,41 @@ def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = F
     return failures
 
 
-def planned_runs(ref: Reference) -> list[tuple[InputSet, str, bool]]:
-    """(set, guard fill, with backward) for every run: recorded sets with every fill
-    (the backward with the first), drawn sets with one fill each in turn (the backward
-    on fresh sets, not on adversarial ones)."""
-    runs, turn = [], 0
-    for s in ref.sets:
+def planned_runs(ref: Reference) -> Iterator[tuple[InputSet, str, bool]]:
+    """(set, guard fill, with backward) for every run: recorded sets with every fill (the
+    backward with the first), drawn sets with one fill each in turn (the backward on
+    fresh sets, not on adversarial ones).  The sets of a lazy reference are computed as
+    the runs reach them."""
+    for _, s, fill, with_backward in _numbered_runs(ref):
+        yield s, fill, with_backward
+
+
+def _numbered_runs(ref: Reference) -> Iterator[tuple[int, InputSet, str, bool]]:
+    turn = 0
+    for k, s in enumerate(ref.iter_sets()):
         if s.kind == "recorded":
-            runs += [(s, fill, i == 0) for i, fill in enumerate(GUARD_FILLS)]
+            for i, fill in enumerate(GUARD_FILLS):
+                yield k, s, fill, i == 0
         else:
-            runs.append((s, GUARD_FILLS[turn % len(GUARD_FILLS)], s.kind == "fresh"))
+            yield k, s, GUARD_FILLS[turn % len(GUARD_FILLS)], s.kind == "fresh"
             turn += 1
-    return runs
+
+
+def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
+               guard_elements: int = GUARD_ELEMENTS) -> tuple[list[str], int]:  # fmt: skip
+    """:func:`judge_kernel`, and how many of ``ref``'s sets ran (a failing candidate
+    stops at the set it fails on)."""
+    ran = 0
+    for k, s, fill, with_backward in _numbered_runs(ref):
+        ran = k + 1
+        spec = s.spec or ref.spec
+        spec = spec_for(spec) if spec_for is not None else spec
+        got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
+                          guard_elements)  # fmt: skip
+        failures = judge_set(ref, s, got, outputs_only=not with_backward)
+        if failures:
+            return (failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]), ran
+    return [], ran
 
 
 def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
@@ -301,15 +329,7 @@ def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=N
     """Run ``kernel`` on every input set of ``ref`` (planned_runs); why it fails ([] if it
     passes).  ``spec_for``: maps each set's spec to the one launched (a wider launch, to
     run threads past the end on purpose; another Python source in tests)."""
-    for s, fill, with_backward in planned_runs(ref):
-        spec = s.spec or ref.spec
-        spec = spec_for(spec) if spec_for is not None else spec
-        got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
-                          guard_elements)  # fmt: skip
-        failures = judge_set(ref, s, got, outputs_only=not with_backward)
-        if failures:
-            return failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]
-    return []
+    return judge_runs(ref, kernel, device, backward, spec_for, guard_elements)[0]
 
 
 def _constant(a: np.ndarray) -> bool:
