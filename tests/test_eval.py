@@ -460,6 +460,112 @@ def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guard
     assert mutant_verdict(guarded_row, no_cpu_counterpart, ref).status == "unknown"
 
 
+SHARED_SUM = ("""import warp as wp
+
+TILE = wp.constant(64)
+
+@wp.kernel
+def tile_shared_sum(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    t = wp.tile_load(x, shape=TILE, offset=i * TILE, storage="shared")
+    wp.tile_atomic_add(total, wp.tile_sum(t))
+""", (kernel_rows._arr("x", "float32", (64,)), kernel_rows._arr("total", "float32", (1,), "out")),
+      (1,), 64)  # fmt: skip
+# the same, but it never loads its tile: it sums whatever shared memory holds
+_LOAD = 'wp.tile_load(x, shape=TILE, offset=i * TILE, storage="shared")'
+_LEFTOVER = 'wp.tile_empty(shape=TILE, dtype=wp.float32, storage="shared")'
+
+
+@pytest.fixture(scope="module")
+def shared_sum_row():
+    kernel_rows.KERNELS["shared_sum"] = SHARED_SUM
+    try:
+        (row,) = kernel_rows.make_rows(["shared_sum"])
+    finally:
+        del kernel_rows.KERNELS["shared_sum"]
+    return row
+
+
+def test_the_scrub_poisons_the_shared_memory_a_kernel_never_wrote():
+    """eval/shared_scrub.py on the CPU (Warp's tile arena is stack memory at the same
+    addresses launch after launch, as a GPU's shared memory is not cleared either)."""
+    from cudagen_data.eval.shared_scrub import CANARY_MARKER, SCRUB_WORDS, leftovers, shared_scrub
+
+    assert np.all(leftovers("cpu", blocks=2) == CANARY_MARKER)  # without it: what the last launch left
+    scrub = shared_scrub("cpu")
+    for fill, word in SCRUB_WORDS.items():
+        assert np.all(leftovers("cpu", blocks=2, scrub=scrub, fill=fill) == word), fill
+    words = np.array(list(SCRUB_WORDS.values()), dtype=np.uint32)  # nan, low, high in every float width
+    for as_float in (words.view(np.float32), words.view(np.float16)[::2], np.repeat(words, 2).view(np.float64)):
+        assert np.isnan(as_float[0]) and as_float[1] < -6e4 and as_float[2] > 6e4, as_float
+
+
+def _two_kernels(src: str, other: str):
+    """The row's kernel and ``other`` (renamed to ``other_kernel``) in one CPU module."""
+    renamed = other.replace("def tile_shared_sum(", "def other_kernel(")
+    return batch_module([(src, "tile_shared_sum"), (renamed, "other_kernel")], optimization_level=CPU_OPT_LEVEL)
+
+
+def test_a_kernel_that_reads_what_the_last_launch_left_fails_once_the_scrub_runs(shared_sum_row):
+    """The hole the scrub closes: a candidate that never loads its tile and sums what shared
+    memory holds passes every set where the launch before it was the row's own kernel on
+    the same inputs; with the scrub in between (as run_guarded runs it before every
+    launch) it reads poison and fails.  And judge_kernel scrubs before every forward and
+    backward launch, with the run's guard fill."""
+    from cudagen_data.eval.run import planned_runs
+    from cudagen_data.eval.shared_scrub import shared_scrub
+
+    ref = compute_reference(shared_sum_row, seed=3)
+    src = ref.spec.python_source
+    assert _LOAD in src
+    with _two_kernels(src, src.replace(_LOAD, _LEFTOVER)) as (module, (own, leftover), errors):
+        assert leftover is not None and build_module(module, "cpu") is None, errors
+
+        def judged(scrub) -> list[str]:
+            for s, fill, _ in planned_runs(ref):
+                run_guarded(s.spec, own, "cpu", s.inputs, {}, False, fill)  # the launch before: right, same inputs
+                failures = judge_set(ref, s, run_guarded(s.spec, leftover, "cpu", s.inputs, {}, False, fill,
+                                                         scrub=scrub), outputs_only=True)  # fmt: skip
+                if failures:
+                    return failures
+            return []
+
+        assert judged(None) == []  # the hole: right on every set, from leftovers
+        failures = judged(shared_scrub("cpu"))
+        assert failures and failures[0].startswith("recorded inputs (launch 1): output 'total'"), failures
+        calls: list[str] = []
+        assert judge_kernel(ref, own, "cpu", True, scrub=calls.append) == []
+        launches = [fill for s, fill, grads in planned_runs(ref) for _ in range(2 if grads and s.output_grads else 1)]
+        assert calls == launches and {"nan", "low", "high"} <= set(calls)  # forward, then backward where it runs
+
+
+def test_a_lanes_tile_memory_is_poisoned_in_the_witness(shared_sum_row):
+    """The witness of a mask through a tile block (equivalence.partial_verdict) runs Warp's
+    cooperative CPU blocks, which zero a block's tile memory; it poisons it first, with the
+    word the run's fill names: what no lane writes reads as poison."""
+    from cudagen_data.eval.equivalence import cooperative_cpu_blocks, poisoned_tile_memory
+    from cudagen_data.eval.shared_scrub import SCRUB_WORDS
+    from cudagen_data.warp_boundary import edited_cpu_functions, fresh_kernel_cache, warp
+
+    wp = warp()
+    src = shared_sum_row["python_source"]
+    word = np.zeros(1, dtype=np.uint32)
+    with _two_kernels(src, src.replace(_LOAD, _LEFTOVER)) as (module, (_, leftover), _), fresh_kernel_cache():
+        with cooperative_cpu_blocks():
+            with edited_cpu_functions(
+                module, [(leftover, "forward", lambda t: poisoned_tile_memory(t, word.ctypes.data))]
+            ):
+                module.load("cpu", block_dim=64)
+            x = wp.array(np.ones(64, np.float32), device="cpu")
+            totals = {}
+            for fill, w in SCRUB_WORDS.items():
+                word[0] = w
+                total = wp.zeros(1, dtype=wp.float32, device="cpu")
+                wp.launch_tiled(leftover, dim=1, inputs=[x, total], block_dim=64, device="cpu")
+                totals[fill] = float(total.numpy()[0])
+    assert np.isnan(totals["nan"]) and totals["low"] < -1e37 and totals["high"] > 1e37, totals
+
+
 def test_widened_launch_covers_the_threads_past_the_end():
     assert widened_launch([48]) == (256,) and widened_launch([256]) == (256,) and widened_launch([300]) == (512,)
     assert widened_launch([3, 16]) == (16, 16) and widened_launch([2, 3, 5]) == (
@@ -740,7 +846,7 @@ PARTIAL_EXPECTED = {
                     "backward_empty": "observable", "backward_partial": "observable",
                     "replayed_outputs": "observable"},
     # the last lane of a block holds no tile element: equivalent, and the witness says which lanes
-    "tile_idle_lanes": {"partial_first_element": "unknown", "partial_first_half": "observable",
+    "tile_idle_lanes": {"partial_first_element": "observable", "partial_first_half": "observable",
                         "partial_first_block": "observable", "partial_all_but_last_element": "equivalent",
                         "partial_all_but_last_block": "observable", "skipped_work": "observable",
                         "backward_empty": "observable", "backward_partial": "observable",
@@ -753,12 +859,12 @@ PARTIAL_EXPECTED = {
                "partial_first_block": "observable", "partial_all_but_last_element": "observable",
                "partial_all_but_last_block": "observable", "skipped_work": "observable",
                "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
-    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block has
-    # no CPU counterpart ("unknown": the GPU must reject it; tests/gpu/test_eval_gpu.py)
-    "tile": {"partial_first_element": "unknown", "partial_first_half": "unknown",
-             "partial_first_block": "observable", "partial_all_but_last_element": "unknown",
+    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block is run
+    # lane by lane (Warp's cooperative CPU blocks, tile memory poisoned) and caught
+    "tile": {"partial_first_element": "observable", "partial_first_half": "observable",
+             "partial_first_block": "observable", "partial_all_but_last_element": "observable",
              "partial_all_but_last_block": "observable", "skipped_work": "observable",
-             "backward_empty": "observable", "backward_partial": "unknown", "replayed_outputs": "observable"},
+             "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
 }  # fmt: skip
 
 
@@ -796,9 +902,10 @@ def test_every_partial_work_mutant_is_caught_or_witnessed_equivalent(partial_row
     # the input-blind row whose table replay is right everywhere: the producer rejects it
     (blind,) = execute_specs([kernel_rows.kernel_spec("correct_totals")], reference_checks={}, probe_inputs=True)
     assert not blind.ok and blind.reason == "input_blind", (blind.reason, blind.detail)
-    assert "cut blocks (127)" in details[("tile_idle_lanes", "partial_all_but_last_element")]
-    assert "hold no tile element" in details[("tile_idle_lanes", "partial_all_but_last_element")]
-    assert "lanes 31" in details[("tile", "partial_all_but_last_element")]
+    idle = details[("tile_idle_lanes", "partial_all_but_last_element")]
+    assert idle.startswith("lane 127 of cut blocks holds no work that reaches a result") and "poisoned" in idle, idle
+    assert "(32 lanes a block, lane 31 of cut blocks skipped)" in details[("tile", "partial_all_but_last_element")]
+    assert "lanes 16..31 of cut blocks skipped" in details[("tile", "backward_partial")]  # its backward, lane by lane
 
 
 def test_partial_work_mutants_compile_and_keep_the_rows_own_code(partial_rows, dataset):

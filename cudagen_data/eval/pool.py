@@ -96,9 +96,14 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
 def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool, build=None, first: float = 0.0):
     """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
     from .run import CandidateBuildFailed, candidate_kernel, judge_runs
+    from .shared_scrub import shared_scrub  # built once per worker process
     from .timing import gpu_access, measure
 
     build = build or candidate_kernel
+    try:
+        scrub = shared_scrub(device) if not isinstance(ref, Exception) else None
+    except RuntimeError as exc:  # the judge's own kernel: no candidate is judged without it
+        ref = exc
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
         phases = {"reference": first, "build": 0.0, "judge": 0.0}
@@ -113,7 +118,7 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
                 t1 = time.perf_counter()
                 phases["build"] = t1 - t0
                 with gpu_access(device, exclusive=False):  # a timing elsewhere waits for the launches
-                    failures, ran = judge_runs(ref, kernel, device, bool(job.row["cuda_backward"]))
+                    failures, ran = judge_runs(ref, kernel, device, bool(job.row["cuda_backward"]), scrub=scrub)
                 phases["reference"] += ref.seconds - computed
                 phases["judge"] = time.perf_counter() - t1 - (ref.seconds - computed)
                 # a passing candidate ran every set: it reports them all, and every note; a

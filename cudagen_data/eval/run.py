@@ -15,10 +15,13 @@ value): a write out of bounds changes a guard and fails the candidate, as does a
 to an input-only array, and a read out of bounds shows in the results of one of the
 fills.  Each recorded set runs with all three fills; the drawn sets take the fills in
 turn (one run each), so every fill meets many inputs at every size without tripling the
-launches.  The backward runs on the recorded and fresh sets (the adversarial ones
-target forward reductions).  Results are judged with the GPU suite's
-tolerance model (numerics/tolerance.py); an output that is constant where the reference
-varies never passes.
+launches.  Before every launch, forward and backward, shared memory is poisoned with the
+fill's word (shared_scrub.py): a kernel that skips loading part of a tile reads poison,
+never what the launch before left there (the same kernel on the same inputs, maybe).
+The backward runs on the recorded and fresh sets (the adversarial ones target forward
+reductions).  Results are judged with the GPU suite's tolerance model
+(numerics/tolerance.py); an output that is constant where the reference varies never
+passes.
 """
 
 from __future__ import annotations
@@ -197,8 +200,12 @@ def run_guarded(
     backward: bool,
     fill: str = "nan",
     guard_elements: int = GUARD_ELEMENTS,
+    *,
+    scrub=None,
 ) -> Measured:
-    """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any violations."""
+    """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any
+    violations.  ``scrub``: called with ``fill`` right before each launch (shared_scrub.py:
+    shared memory poisoned, so work a kernel skips reads poison, not a leftover)."""
     wp = warp_boundary.warp()
     out = Measured()
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
@@ -214,6 +221,8 @@ def run_guarded(
             args.append(getattr(wp, a.dtype)(*value.reshape(-1).tolist()) if isinstance(value, np.ndarray) else value)
     tape = wp.Tape()
     try:
+        if scrub is not None:
+            scrub(fill)
         with tape:
             launch(spec, kernel, args, device)
         wp.synchronize_device(device)
@@ -241,6 +250,8 @@ def run_guarded(
             views[n]: wp.array(np.ascontiguousarray(g), dtype=getattr(wp, _arg(spec, n).dtype), device=device)
             for n, g in output_grads.items()
         }
+        if scrub is not None:
+            scrub(fill)
         tape.backward(grads=seeds)
         wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
@@ -308,7 +319,7 @@ def _numbered_runs(ref: Reference) -> Iterator[tuple[int, InputSet, str, bool]]:
 
 
 def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
-               guard_elements: int = GUARD_ELEMENTS) -> tuple[list[str], int]:  # fmt: skip
+               guard_elements: int = GUARD_ELEMENTS, *, scrub=None) -> tuple[list[str], int]:  # fmt: skip
     """:func:`judge_kernel`, and how many of ``ref``'s sets ran (a failing candidate
     stops at the set it fails on)."""
     ran = 0
@@ -317,7 +328,7 @@ def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=Non
         spec = s.spec or ref.spec
         spec = spec_for(spec) if spec_for is not None else spec
         got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
-                          guard_elements)  # fmt: skip
+                          guard_elements, scrub=scrub)  # fmt: skip
         failures = judge_set(ref, s, got, outputs_only=not with_backward)
         if failures:
             return (failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]), ran
@@ -325,11 +336,12 @@ def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=Non
 
 
 def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
-                 guard_elements: int = GUARD_ELEMENTS) -> list[str]:  # fmt: skip
+                 guard_elements: int = GUARD_ELEMENTS, *, scrub=None) -> list[str]:  # fmt: skip
     """Run ``kernel`` on every input set of ``ref`` (planned_runs); why it fails ([] if it
     passes).  ``spec_for``: maps each set's spec to the one launched (a wider launch, to
-    run threads past the end on purpose; another Python source in tests)."""
-    return judge_runs(ref, kernel, device, backward, spec_for, guard_elements)[0]
+    run threads past the end on purpose; another Python source in tests).  ``scrub``:
+    see :func:`run_guarded` (the eval workers poison shared memory before every launch)."""
+    return judge_runs(ref, kernel, device, backward, spec_for, guard_elements, scrub=scrub)[0]
 
 
 def _constant(a: np.ndarray) -> bool:
