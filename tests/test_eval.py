@@ -966,6 +966,61 @@ def test_a_partial_candidate_right_on_half_the_inputs_passes_well_under_one_perc
     assert all(x[-1] == -1.0 and x[:-1].min() >= 0.0 for x in x_last)  # the decisive element, last
 
 
+INT_MIN = ("""import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+@wp.kernel
+def int_min_two_level(x: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
+    t = wp.tid()
+    m = int(2147483647)
+    for k in range(t, 256, 16):
+        m = wp.min(m, x[k])
+    wp.atomic_min(out, 0, m)
+""", (kernel_rows._arr("x", "int32", (256,), domain=(-1000.0, 1000.0)),
+      kernel_rows._arr("out", "int32", (1,), "inout", (5000.0, 5000.0))), (16,), None)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def int_min_row():
+    kernel_rows.KERNELS["int_min"] = INT_MIN
+    try:
+        (row,) = kernel_rows.make_rows(["int_min"])
+    finally:
+        del kernel_rows.KERNELS["int_min"]
+    return row
+
+
+def test_integer_inputs_get_adversarial_sets_that_catch_a_partial_min(int_min_row):
+    """An integer min over 256 elements, 16 threads each folding a strided slice: the
+    candidate that skips the last thread is right wherever the minimum lies in another
+    slice (15 times in 16), so the fresh sets alone let it pass about half the time
+    ((15/16)**12).  Integer inputs get the adversarial sets too: the decisive minimum at
+    the last index lies in the skipped slice, every time."""
+    from cudagen_data.eval.mutants import make_partial_mutants
+    from cudagen_data.eval.reference import draw_fresh, draw_rng, recorded_sizes, spiked_arrays
+
+    row = int_min_row
+    spec = recorded_sizes(row)[0].spec
+    assert [a.name for a in spiked_arrays(spec)] == ["x"]  # an integer input; `out` (one value) is not spiked
+
+    def skipped_slice_never_decides(seed: int) -> bool:
+        xs = [draw_fresh(spec, draw_rng(seed, str(row["id"]), 0, f"fresh {k + 1}", 0))[0]["x"] for k in range(12)]
+        return all(np.delete(x, np.s_[15::16]).min() == x.min() for x in xs)
+
+    seed = next(s for s in range(200) if skipped_slice_never_decides(s))
+    ref = compute_reference(row, seed=seed)
+    low_last = next(s for s in ref.sets if s.name == "adversarial low @ last")
+    x = low_last.inputs["x"]
+    assert x.dtype == np.int32 and x[-1] == -1000 and x[:-1].min() >= 0  # the decisive element, once, last
+    assert ref.summary()["adversarial"] == 6
+    cut = next(m for m in make_partial_mutants(row) if m.kind == "partial_all_but_last_element")
+    without = dataclasses.replace(ref, sets=[s for s in ref.sets if s.kind != "adversarial"])
+    assert mutant_verdict(row, cut, without).status == "equivalent"  # the judge without integer spikes: passes
+    caught = mutant_verdict(row, cut, ref)
+    assert caught.status == "observable" and caught.detail.startswith("adversarial low @"), caught
+
+
 def test_a_candidate_build_with_the_precompiled_header_leaves_it_to_be_removed(rows):
     """The eval workers build with NVRTC's precompiled header (~3x faster per candidate,
     bench_eval --run-stage-cpu) and remove it: NVRTC never does."""

@@ -12,8 +12,9 @@ At each size (launch dims, block dim and argument shapes: the row's test vectors
   inputs passes them all with probability p**MIN_RANDOM_DRAWS (< 0.03% at p = 1/2).
 - ``adversarial low|high @ random|last|last block``: inputs that defeat partial work
   on outputs that reduce (sums, minima, maxima, scans, atomics).  Every float input
-  array holds a narrow background on one side of its domain and one decisive element at
-  the domain's other end, at the same flat element position in every array: a random
+  array, and every integer one whose domain holds more than one value, holds a narrow
+  background on one side of its domain and one decisive element at the domain's other
+  end, at the same flat element position in every array: a random
   one, the last, or a random one among the last block (``block`` elements, the launch's
   block size).  ``low``: background in the upper half, the element at the domain's low
   end (the minimum, and the element that moves a sum most); ``high``: mirrored (the
@@ -197,8 +198,15 @@ def draw_fresh(spec: KernelSpec, rng: np.random.Generator) -> tuple[dict, dict]:
 
 
 def spiked_arrays(spec: KernelSpec) -> list[ArgSpec]:
-    """The arrays an adversarial draw shapes: float inputs (role in or inout)."""
-    return [a for a in spec.args if a.kind == "array" and a.role != "out" and is_float_dtype(a.dtype)]
+    """The arrays an adversarial draw shapes: inputs (role in or inout) of a float type,
+    and of an integer type whose domain holds more than one value (integer minima, maxima,
+    sums and atomics reduce too)."""
+    return [a for a in spec.args if a.kind == "array" and a.role != "out"
+            and (is_float_dtype(a.dtype) or (_is_integer(a.dtype) and a.domain[0] < a.domain[1]))]  # fmt: skip
+
+
+def _is_integer(dtype: str) -> bool:
+    return DTYPES[dtype][0].startswith(("int", "uint"))
 
 
 def decisive_position(elements: int, place: str, block: int, rng: np.random.Generator) -> int:
@@ -211,10 +219,11 @@ def decisive_position(elements: int, place: str, block: int, rng: np.random.Gene
 
 
 def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, place: str) -> tuple[dict, dict] | None:
-    """A fresh draw whose float input arrays hold a background on one side of their domain
-    and one decisive element at the other end, at ``place``; None if the kernel has no
-    float input array.  No output gradients: adversarial sets judge the forward (the CPU
-    reference then runs no backward either)."""
+    """A fresh draw whose float and integer input arrays (:func:`spiked_arrays`) hold a
+    background on one side of their domain and one decisive element at the other end, at
+    ``place``; None if the kernel has no such array.  An integer background lies strictly
+    inside (the decisive value occurs once).  No output gradients: adversarial sets judge
+    the forward (the CPU reference then runs no backward either)."""
     arrays = spiked_arrays(spec)
     if not arrays:
         return None
@@ -226,8 +235,12 @@ def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, plac
         np_dtype, comp = DTYPES[a.dtype]
         lo, hi = a.domain
         mid = (lo + hi) / 2.0
-        band = (mid, hi) if side == "low" else (lo, mid)
-        value = rng.uniform(*band, size=tuple(a.shape) + comp)
+        if _is_integer(a.dtype):  # [ceil(mid), hi] or [lo, floor(mid)]: never the decisive value
+            band = (int(np.ceil(mid)), int(hi)) if side == "low" else (int(lo), int(np.floor(mid)))
+            value = rng.integers(band[0], band[1] + 1, size=tuple(a.shape) + comp)
+        else:
+            band = (mid, hi) if side == "low" else (lo, mid)
+            value = rng.uniform(*band, size=tuple(a.shape) + comp)
         n = int(np.prod(a.shape))
         flat = value.reshape((n, -1))
         flat[at if place != "last" else n - 1] = lo if side == "low" else hi
@@ -400,7 +413,7 @@ def reference_from_kernels(
             got = (draw_fresh(size.spec, rng) if draw.side is None
                    else draw_adversarial(size.spec, rng, draw.side, draw.place))  # fmt: skip
             if got is None:
-                why = "no float input array to place a decisive element in"
+                why = "no float or integer input array to place a decisive element in"
                 break
             s, why = measured(size.spec, draw.size, *got, draw.name)
             if s is not None:
