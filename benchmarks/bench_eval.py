@@ -472,9 +472,9 @@ def main() -> int:
         t2 = time.perf_counter()
         found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run", items[k][1].backward))
                  for k in passed_mutants]  # fmt: skip
-        seen = verdicts(found, seed=scorer.seed, workers=args.workers)
+        seen = verdicts(found, seed=scorer.seed, workers=args.workers, device=args.device)
         print(
-            f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not "
+            f"run-stage mutants the judge let pass: {len(found)}; witness ({time.perf_counter() - t2:.0f} s, not "
             "timed above): "
             f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen, strict=False)))}"
         )
