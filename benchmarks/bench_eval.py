@@ -2,6 +2,7 @@
 
     python benchmarks/bench_eval.py [--dataset DIR | --rows 60] [--candidates 400]
                                     [--device cpu|cuda:0] [--workers N] [--partial]
+                                    [--seed S] [--cpu-run-stage] [--outcomes FILE] [--compare FILE]
                                     [--run-stage-cpu ROWS]
 
 Candidates are each row's own CUDA plus every mutant of it (eval/mutants.py), repeated
@@ -15,7 +16,22 @@ Rows come from --dataset (every split) or are produced first with the producer
   units, batched exactly as the judge first submits them (no parsing, no bisection, no
   bookkeeping); overhead = judge / floor - 1.
 - cuda:N: the whole ladder on the GPU (target: 1,000 candidates in <= 120 s on an H100,
-  16 workers), split into worker start-up, CPU stages and run stage.
+  16 workers), split into worker start-up, CPU stages and run stage; the run stage by
+  phase, summed over the workers: the rows' CPU references, the candidates' GPU builds,
+  their judging (launches and comparisons).
+--cpu-run-stage (cpu): then the run stage on Warp's CPU backend, through the eval
+workers' own code (eval/pool.process_job: the row's reference, then each candidate built
+and judged), each candidate stood in for by its CPU counterpart: the row's own kernel
+for its CUDA, the same edit in Warp's CPU kernel function for a mutant (as the witness
+of eval/equivalence.py makes it; the candidates of a row share one CPU build, timed as
+the first one's build).  Mutants without a CPU counterpart (bounds_check_dropped,
+memorized_outputs, a tile mask through blocks, a tile kernel's writes_zeros, whose CPU
+counterpart crashes the launch) are left out.  Prints the run stage by
+phase (reference / build / judge) and each candidate's verdict.
+--outcomes FILE writes every candidate's verdict (stage, pass, detail; JSON lines);
+--compare FILE prints where this run's verdicts differ from such a file (a change to the
+judge must keep them: same candidates at the same stages).  --seed fixes the fresh
+inputs' seed (default: a random one, as `cudagen eval`), so two runs can be compared.
 --run-stage-cpu ROWS: what the run stage's input sets cost, on Warp's CPU backend (no
 GPU needed): per row, the CPU reference (recorded, fresh and adversarial sets at every
 recorded size; once per row, shared by its candidates) and one judging of the row's own
@@ -30,11 +46,13 @@ fails at its stage) and print the disagreements.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 import orjson
@@ -219,6 +237,163 @@ def run_stage_cpu(rows: list[dict]) -> int:
     return 0
 
 
+class CpuStandIns:
+    """The CPU counterparts of the candidates of each row, built in one CPU module per row
+    (renamed copies of the row's kernel, each with its candidate's edit), on first use.
+
+    ``build`` is eval/pool.process_job's ``build``: a candidate's forward and backward
+    text -> (kernel, how it was built), or CandidateBuildFailed."""
+
+    def __init__(self):
+        # row key -> (forward, backward) -> (kind, (part, edit) or None)
+        self.plans: dict[tuple, dict[tuple, tuple]] = {}
+        self.built: dict[tuple, dict] = {}  # row key -> (forward, backward) -> kernel, or str (why not)
+        self._stack = contextlib.ExitStack()
+
+    def add(self, row: dict, forward: str, backward: str | None, kind: str) -> bool:
+        """Plan the stand-in of one candidate; False where it has none."""
+        from cudagen_data.eval.equivalence import lanes_cut
+        from cudagen_data.eval.mutants import BODY_EDITS, PARTIAL_MASKS, Mutant, block_size, masked_cpu, replayed_cpu
+        from cudagen_data.eval.structure import row_key
+
+        if kind == "original":
+            edit = None
+        elif kind in BODY_EDITS:
+            if kind == "writes_zeros" and row["block_dim"]:
+                return False  # a tile zeroed in place loses its storage on the CPU: the launch segfaults
+            edit = ("forward", BODY_EDITS[kind])
+        elif kind == "replayed_outputs":
+            edit = ("forward", lambda text: replayed_cpu(row, text))
+        elif kind in PARTIAL_MASKS:
+            mask, block, tiled = PARTIAL_MASKS[kind], block_size(row), bool(row["block_dim"])
+            if tiled and lanes_cut(row, Mutant(kind, forward, "run", backward))[0]:
+                return False  # a mask through a block's lanes: no one-lane CPU counterpart
+            edit = (mask.part, lambda text, m=mask, b=block, t=tiled: masked_cpu(text, m, b, t))
+        else:
+            return False  # bounds_check_dropped (a widened launch), memorized_outputs: none here
+        self.plans.setdefault(row_key(row), {})[(forward, backward)] = (kind, edit)
+        return True
+
+    @contextlib.contextmanager
+    def build(self, row: dict, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
+        from cudagen_data.eval.run import CandidateBuildFailed
+        from cudagen_data.eval.structure import row_key
+
+        key = row_key(row)
+        if key not in self.built:
+            self.built[key] = self._build_row(row, self.plans[key])
+        got = self.built[key].get((forward, backward), "no CPU stand-in planned")
+        if isinstance(got, str):
+            raise CandidateBuildFailed(got)
+        yield got, "CPU stand-in"
+
+    def _build_row(self, row: dict, plan: dict) -> dict:
+        from cudagen_data import warp_boundary
+        from cudagen_data.eval.equivalence import _changed_lines
+        from cudagen_data.eval.mutants import BODY_EDITS
+        from cudagen_data.execution import CPU_OPT_LEVEL
+
+        batch = self._stack.enter_context(warp_boundary.open_batch_module(optimization_level=CPU_OPT_LEVEL))
+        self._stack.enter_context(warp_boundary.fresh_kernel_cache())
+        name = row["kernel_name"]
+        kernels, edits, kinds = {}, [], {}
+        for i, (cand, (kind, edit)) in enumerate(plan.items()):
+            kinds[cand] = kind
+            new = f"{name}_cudagen_s{i}"
+            source = re.sub(rf"^def {re.escape(name)}\(", f"def {new}(", row["python_source"], count=1, flags=re.M)
+            kernel, why = batch.add(source, new)
+            kernels[cand] = kernel if kernel is not None else f"the stand-in does not load: {why}"
+            if kernel is not None and edit is not None:
+                edits.append((cand, (kernel, *edit)))
+        try:
+            with warp_boundary.edited_cpu_functions(batch.module, [e for _, e in edits]) as done:
+                problem = warp_boundary.build_module(batch.module, "cpu")
+        except warp_boundary.SubstitutionMissing as exc:
+            problem = str(exc)
+        if problem is not None:
+            return dict.fromkeys(plan, f"the stand-ins' CPU module does not build: {problem}")
+        for (cand, _), record in zip(edits, done, strict=True):
+            if kinds[cand] in BODY_EDITS and record:
+                # a body edit must change the same lines in the CPU forward as in the CUDA one (as the witness)
+                if _changed_lines(*record[-1]) != _changed_lines(row["cuda_forward"], cand[0]):
+                    kernels[cand] = "the edit changes other lines in the CPU forward than in the CUDA one"
+        return kernels
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def cpu_run_stage(items, scores, seed: int) -> dict[int, tuple[str, bool, str]]:
+    """The run stage on Warp's CPU backend for the candidates that passed the CPU stages
+    and have a CPU stand-in (eval/pool.process_job); prints it by phase.  Returns each
+    judged candidate's (stage, passed, detail) by position."""
+    from cudagen_data.eval.pool import Job, process_job
+    from cudagen_data.eval.structure import row_key
+
+    stand_ins = CpuStandIns()
+    jobs: dict[tuple, object] = {}
+    left_out = Counter()
+    for k, ((row, cand, kind, _), sc) in enumerate(zip(items, scores, strict=True)):
+        if sc.reached != "compile":
+            continue
+        if not stand_ins.add(row, cand.forward, cand.backward, kind):
+            left_out[kind] += 1
+            continue
+        jobs.setdefault(row_key(row), Job(row, seed, [])).candidates.append((k, cand.forward, cand.backward))
+    outcomes, phases = {}, Counter()
+    cache: OrderedDict = OrderedDict()
+    t0 = time.perf_counter()
+    try:
+        for job in jobs.values():
+            for what, o in process_job(job, "cpu", cache, build=stand_ins.build):
+                if what == "outcome":
+                    outcomes[o.key] = (o.stage, o.ok, o.detail)
+                    phases.update(o.phases)
+    finally:
+        stand_ins.close()
+    took = time.perf_counter() - t0
+    passed = sum(ok for _, ok, _ in outcomes.values())
+    print(f"run stage on the CPU backend (stand-ins), {len(outcomes)} candidates of {len(jobs)} rows in {took:.1f} s: "
+          f"{passed} passed; left out (no CPU stand-in): {dict(left_out)}")  # fmt: skip
+    print("  by phase: " + ", ".join(f"{p} {phases[p]:.2f} s" for p in ("reference", "build", "judge"))
+          + f" (reference per row {phases['reference'] / max(len(jobs), 1):.3f} s; judging per candidate "
+          f"{1000 * phases['judge'] / max(len(outcomes), 1):.1f} ms)")  # fmt: skip
+    return outcomes
+
+
+def _verdicts(items, scores, run: dict[int, tuple[str, bool, str]]) -> list[dict]:
+    out = []
+    for k, ((row, _, kind, _), sc) in enumerate(zip(items, scores, strict=True)):
+        failed = sc.failed
+        line = {"k": k, "row": str(row["id"]), "kind": kind, "reached": sc.reached,
+                "failed": failed.name if failed else None, "detail": failed.detail if failed else ""}  # fmt: skip
+        if k in run:
+            line["cpu_run"] = list(run[k])
+        out.append(line)
+    return out
+
+
+def compare_verdicts(now: list[dict], before_path: Path) -> int:
+    """Print where ``now`` differs from the verdicts in ``before_path``; the number of differences."""
+    before = [orjson.loads(line) for line in before_path.read_bytes().splitlines() if line.strip()]
+    diffs = [(a, b) for a, b in zip(before, now, strict=False) if a != b]
+    diffs += [(a, None) for a in before[len(now) :]] + [(None, b) for b in now[len(before) :]]
+    print(f"verdicts vs {before_path.name}: {len(now) - len(diffs)}/{max(len(now), len(before))} the same")
+    for a, b in diffs[:10]:
+        print(f"  DIFFERS before {a}\n          now    {b}")
+    return len(diffs)
+
+
+def _phases(outcomes) -> str:
+    total = Counter()
+    for o in outcomes:
+        total.update(o.phases)
+    rows = sum(1 for o in outcomes if o.phases.get("reference", 0.0) > 0.0)
+    return (", ".join(f"{p} {total[p]:.1f} s" for p in ("reference", "build", "judge"))
+            + f" (reference computed for {rows} jobs; judging {1000 * total['judge'] / max(len(outcomes), 1):.1f} ms "
+            "per candidate)")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", type=Path, default=None)
@@ -229,6 +404,14 @@ def main() -> int:
     ap.add_argument("--partial", action="store_true", help="add the partial-work mutants (issue #23)")
     ap.add_argument("--run-stage-cpu", type=int, default=0, metavar="ROWS",
                     help="only measure the run stage's input sets on the CPU backend, on ROWS rows")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=None, help="the fresh inputs' seed (default: random)")
+    ap.add_argument(
+        "--cpu-run-stage",
+        action="store_true",
+        help="cpu: then the run stage on Warp's CPU backend, candidates stood in for by CPU counterparts",
+    )
+    ap.add_argument("--outcomes", type=Path, default=None, help="write every candidate's verdict here (JSON lines)")
+    ap.add_argument("--compare", type=Path, default=None, help="print where the verdicts differ from this file")
     args = ap.parse_args()
 
     from cudagen_data.eval import Scorer
@@ -244,7 +427,7 @@ def main() -> int:
     )
 
     t0 = time.perf_counter()
-    scorer = Scorer(args.device, workers=args.workers, full_compile=False)
+    scorer = Scorer(args.device, workers=args.workers, full_compile=False, seed=args.seed)
     started = time.perf_counter() - t0
     try:
         # Not timed: preambles (regenerated where the manifest lacks them) and NVRTC's
@@ -267,6 +450,7 @@ def main() -> int:
         t1 = time.perf_counter()
         scores = scorer.score_many([(r, c) for r, c, _, _ in items], preambles)
         judged = time.perf_counter() - t1
+        run_outcomes = list(scorer._pool.results.values()) if scorer._pool is not None else []  # noqa: SLF001
         floor = None if gpu and scorer.front_end is None else front_end_floor(items, preambles, scorer)
     finally:
         scorer.close()
@@ -291,9 +475,9 @@ def main() -> int:
         t2 = time.perf_counter()
         found = [(items[k][0], Mutant(items[k][2], items[k][1].forward, "run", items[k][1].backward))
                  for k in passed_mutants]  # fmt: skip
-        seen = verdicts(found, seed=scorer.seed, workers=args.workers)
+        seen = verdicts(found, seed=scorer.seed, workers=args.workers, device=args.device)
         print(
-            f"run-stage mutants the judge let pass: {len(found)}; CPU witness ({time.perf_counter() - t2:.0f} s, not "
+            f"run-stage mutants the judge let pass: {len(found)}; witness ({time.perf_counter() - t2:.0f} s, not "
             "timed above): "
             f"{dict(Counter((m.kind, v.status) for (_, m), v in zip(found, seen, strict=False)))}"
         )
@@ -319,6 +503,7 @@ def main() -> int:
             "120 s "
             f"-> {1000 / rate:.1f} s at this rate"
         )
+        print(f"run stage by phase, summed over the workers: {_phases(run_outcomes)}")
     if floor is not None:
         print(
             f"floor: bare NVRTC front end of the same units, same batches: {floor:.2f} s = {len(items) / floor:.1f} "
@@ -327,6 +512,12 @@ def main() -> int:
         )
     if not gpu:
         print(f"target >= 20 candidates/s: {'MET' if rate >= 20 else 'NOT MET'}")
+    run = cpu_run_stage(items, scores, scorer.seed) if args.cpu_run_stage and not gpu else {}
+    verdicts_now = _verdicts(items, scores, run)
+    if args.outcomes is not None:
+        args.outcomes.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in verdicts_now))
+    if args.compare is not None and compare_verdicts(verdicts_now, args.compare):
+        wrong.append(("-", "-", "-", "-", f"verdicts differ from {args.compare}"))
     print(f"landed where expected (or shown equivalent): {len(items) - len(wrong)}/{len(items)}")
     for w in wrong[:20]:
         print("  WRONG", *w)

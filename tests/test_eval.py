@@ -300,6 +300,68 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
     )  # constant where the reference is
 
 
+def _sets_bytes(ref) -> list[tuple]:
+    return [(s.name, s.size, sorted((k, np.asarray(v).tobytes()) for k, v in s.inputs.items()),
+             sorted((k, np.asarray(v).tobytes()) for k, v in s.expected.items()),
+             sorted((k, v.tobytes()) for k, v in s.ref64.items())) for s in ref.sets]  # fmt: skip
+
+
+def _WRONG_AT_LOW_END(src: str) -> str:  # noqa: N802 - reads as the kernel it makes
+    """The chain kernel, wrong only where x is the domain's low end (-2): the decisive element of a "low" set."""
+    return src.replace("    y[i] =", "    if x[i] <= -2.0:\n        y[i] = 0.0\n        return\n    y[i] =")
+
+
+def test_a_lazy_reference_computes_each_drawn_set_when_the_judge_first_needs_it(rows, chain_reference):
+    """The eval workers' reference (compute_reference(lazy=True)): the recorded sets at
+    once; a drawn set when a candidate's judging first reaches it, then kept; in the end
+    the very sets, expected values and order of the eager reference (same seed)."""
+    lazy = compute_reference(rows[0], seed=12345, lazy=True)
+    assert [s.kind for s in lazy.sets] == ["recorded"] and len(lazy.pending) == 18 and lazy._release is not None
+    src = lazy.spec.python_source
+    swapped = _judge_python(lazy, src.replace("+ wp.tanh", "- wp.tanh"))  # fails on the recorded set
+    assert swapped and len(lazy.sets) == 1 and len(lazy.pending) == 18  # it cost no drawn set
+    off = _judge_python(lazy, _WRONG_AT_LOW_END(src))  # fails on the first drawn set, the first with x = -2
+    assert off and off[0].startswith("adversarial low @ random") and len(lazy.sets) == 2
+    assert _judge_python(lazy, src) == []  # the row's own kernel runs every set: all computed, module released
+    assert lazy.done and lazy._release is None and lazy.summary() == chain_reference.summary()
+    assert _sets_bytes(lazy) == _sets_bytes(chain_reference) and lazy.notes == chain_reference.notes
+    assert _judge_python(lazy, _WRONG_AT_LOW_END(src)) == off  # the same verdict from the kept sets
+
+
+def test_the_run_stage_reports_what_a_candidate_ran_and_times_its_phases(rows):
+    """eval/pool.process_job (what a GPU worker runs), with Python kernels on the CPU as
+    stand-ins for compiled candidates: the reference is computed once for the job and
+    its drawn sets as the first candidate reaches them; a failing candidate reports the
+    sets it ran, a passing one all of them; each outcome times reference, build, judging."""
+    import contextlib
+    from collections import OrderedDict
+
+    from cudagen_data.eval.pool import Job, process_job
+
+    row = rows[0]
+    src = row["python_source"]
+    sources = {"own": src, "swapped": src.replace("+ wp.tanh", "- wp.tanh"), "off": _WRONG_AT_LOW_END(src)}
+
+    @contextlib.contextmanager
+    def build(row, forward, backward, device, precompiled_header=False):
+        with batch_module([(sources[forward], row["kernel_name"])], optimization_level=CPU_OPT_LEVEL) as (m, k, _):
+            assert build_module(m, "cpu") is None
+            yield k[0], "cpu"
+
+    job = Job(row, 12345, [(0, "swapped", None), (1, "off", None), (2, "own", None), (3, "off", None)])
+    cache = OrderedDict()
+    got = {o.key: o for kind, o in process_job(job, "cpu", cache, build=build) if kind == "outcome"}
+    assert [got[k].ok for k in range(4)] == [False, False, True, False], [got[k].detail for k in range(4)]
+    assert got[0].input_sets["sets"] == 1 and got[1].input_sets["sets"] == 2  # the recorded set; then the first drawn
+    assert got[2].input_sets == {"sets": 19, "recorded": 1, "fresh": 12, "adversarial": 6, "sizes": [[64]]}
+    assert got[3].input_sets == got[1].input_sets and got[3].detail == got[1].detail  # the same, from the kept sets
+    assert all(set(o.phases) == {"reference", "build", "judge"} for o in got.values())
+    assert got[0].phases["reference"] > 0 and got[3].phases["reference"] == 0.0  # the first pays for the reference
+    assert got[2].phases["reference"] > 0  # the sets the own kernel was first to reach
+    (ref,) = cache.values()
+    assert ref.done and len(ref.sets) == 19
+
+
 def test_guard_cells_are_compared_bit_for_bit():
     for dtype in ("float16", "float32", "float64"):
         a, b = guard_value(dtype, "nan", 0), guard_value(dtype, "nan", 1)
@@ -396,6 +458,112 @@ def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guard
     assert "out of bounds" in dropped.detail
     no_cpu_counterpart = Mutant("timer_read", guarded_row["cuda_forward"] + "\n", "structure")
     assert mutant_verdict(guarded_row, no_cpu_counterpart, ref).status == "unknown"
+
+
+SHARED_SUM = ("""import warp as wp
+
+TILE = wp.constant(64)
+
+@wp.kernel
+def tile_shared_sum(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    t = wp.tile_load(x, shape=TILE, offset=i * TILE, storage="shared")
+    wp.tile_atomic_add(total, wp.tile_sum(t))
+""", (kernel_rows._arr("x", "float32", (64,)), kernel_rows._arr("total", "float32", (1,), "out")),
+      (1,), 64)  # fmt: skip
+# the same, but it never loads its tile: it sums whatever shared memory holds
+_LOAD = 'wp.tile_load(x, shape=TILE, offset=i * TILE, storage="shared")'
+_LEFTOVER = 'wp.tile_empty(shape=TILE, dtype=wp.float32, storage="shared")'
+
+
+@pytest.fixture(scope="module")
+def shared_sum_row():
+    kernel_rows.KERNELS["shared_sum"] = SHARED_SUM
+    try:
+        (row,) = kernel_rows.make_rows(["shared_sum"])
+    finally:
+        del kernel_rows.KERNELS["shared_sum"]
+    return row
+
+
+def test_the_scrub_poisons_the_shared_memory_a_kernel_never_wrote():
+    """eval/shared_scrub.py on the CPU (Warp's tile arena is stack memory at the same
+    addresses launch after launch, as a GPU's shared memory is not cleared either)."""
+    from cudagen_data.eval.shared_scrub import CANARY_MARKER, SCRUB_WORDS, leftovers, shared_scrub
+
+    assert np.all(leftovers("cpu", blocks=2) == CANARY_MARKER)  # without it: what the last launch left
+    scrub = shared_scrub("cpu")
+    for fill, word in SCRUB_WORDS.items():
+        assert np.all(leftovers("cpu", blocks=2, scrub=scrub, fill=fill) == word), fill
+    words = np.array(list(SCRUB_WORDS.values()), dtype=np.uint32)  # nan, low, high in every float width
+    for as_float in (words.view(np.float32), words.view(np.float16)[::2], np.repeat(words, 2).view(np.float64)):
+        assert np.isnan(as_float[0]) and as_float[1] < -6e4 and as_float[2] > 6e4, as_float
+
+
+def _two_kernels(src: str, other: str):
+    """The row's kernel and ``other`` (renamed to ``other_kernel``) in one CPU module."""
+    renamed = other.replace("def tile_shared_sum(", "def other_kernel(")
+    return batch_module([(src, "tile_shared_sum"), (renamed, "other_kernel")], optimization_level=CPU_OPT_LEVEL)
+
+
+def test_a_kernel_that_reads_what_the_last_launch_left_fails_once_the_scrub_runs(shared_sum_row):
+    """The hole the scrub closes: a candidate that never loads its tile and sums what shared
+    memory holds passes every set where the launch before it was the row's own kernel on
+    the same inputs; with the scrub in between (as run_guarded runs it before every
+    launch) it reads poison and fails.  And judge_kernel scrubs before every forward and
+    backward launch, with the run's guard fill."""
+    from cudagen_data.eval.run import planned_runs
+    from cudagen_data.eval.shared_scrub import shared_scrub
+
+    ref = compute_reference(shared_sum_row, seed=3)
+    src = ref.spec.python_source
+    assert _LOAD in src
+    with _two_kernels(src, src.replace(_LOAD, _LEFTOVER)) as (module, (own, leftover), errors):
+        assert leftover is not None and build_module(module, "cpu") is None, errors
+
+        def judged(scrub) -> list[str]:
+            for s, fill, _ in planned_runs(ref):
+                run_guarded(s.spec, own, "cpu", s.inputs, {}, False, fill)  # the launch before: right, same inputs
+                failures = judge_set(ref, s, run_guarded(s.spec, leftover, "cpu", s.inputs, {}, False, fill,
+                                                         scrub=scrub), outputs_only=True)  # fmt: skip
+                if failures:
+                    return failures
+            return []
+
+        assert judged(None) == []  # the hole: right on every set, from leftovers
+        failures = judged(shared_scrub("cpu"))
+        assert failures and failures[0].startswith("recorded inputs (launch 1): output 'total'"), failures
+        calls: list[str] = []
+        assert judge_kernel(ref, own, "cpu", True, scrub=calls.append) == []
+        launches = [fill for s, fill, grads in planned_runs(ref) for _ in range(2 if grads and s.output_grads else 1)]
+        assert calls == launches and {"nan", "low", "high"} <= set(calls)  # forward, then backward where it runs
+
+
+def test_a_lanes_tile_memory_is_poisoned_in_the_witness(shared_sum_row):
+    """The witness of a mask through a tile block (equivalence.partial_verdict) runs Warp's
+    cooperative CPU blocks, which zero a block's tile memory; it poisons it first, with the
+    word the run's fill names: what no lane writes reads as poison."""
+    from cudagen_data.eval.equivalence import cooperative_cpu_blocks, poisoned_tile_memory
+    from cudagen_data.eval.shared_scrub import SCRUB_WORDS
+    from cudagen_data.warp_boundary import edited_cpu_functions, fresh_kernel_cache, warp
+
+    wp = warp()
+    src = shared_sum_row["python_source"]
+    word = np.zeros(1, dtype=np.uint32)
+    with _two_kernels(src, src.replace(_LOAD, _LEFTOVER)) as (module, (_, leftover), _), fresh_kernel_cache():
+        with cooperative_cpu_blocks():
+            with edited_cpu_functions(
+                module, [(leftover, "forward", lambda t: poisoned_tile_memory(t, word.ctypes.data))]
+            ):
+                module.load("cpu", block_dim=64)
+            x = wp.array(np.ones(64, np.float32), device="cpu")
+            totals = {}
+            for fill, w in SCRUB_WORDS.items():
+                word[0] = w
+                total = wp.zeros(1, dtype=wp.float32, device="cpu")
+                wp.launch_tiled(leftover, dim=1, inputs=[x, total], block_dim=64, device="cpu")
+                totals[fill] = float(total.numpy()[0])
+    assert np.isnan(totals["nan"]) and totals["low"] < -1e37 and totals["high"] > 1e37, totals
 
 
 def test_widened_launch_covers_the_threads_past_the_end():
@@ -678,7 +846,7 @@ PARTIAL_EXPECTED = {
                     "backward_empty": "observable", "backward_partial": "observable",
                     "replayed_outputs": "observable"},
     # the last lane of a block holds no tile element: equivalent, and the witness says which lanes
-    "tile_idle_lanes": {"partial_first_element": "unknown", "partial_first_half": "observable",
+    "tile_idle_lanes": {"partial_first_element": "observable", "partial_first_half": "observable",
                         "partial_first_block": "observable", "partial_all_but_last_element": "equivalent",
                         "partial_all_but_last_block": "observable", "skipped_work": "observable",
                         "backward_empty": "observable", "backward_partial": "observable",
@@ -691,12 +859,12 @@ PARTIAL_EXPECTED = {
                "partial_first_block": "observable", "partial_all_but_last_element": "observable",
                "partial_all_but_last_block": "observable", "skipped_work": "observable",
                "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
-    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block has
-    # no CPU counterpart ("unknown": the GPU must reject it; tests/gpu/test_eval_gpu.py)
-    "tile": {"partial_first_element": "unknown", "partial_first_half": "unknown",
-             "partial_first_block": "observable", "partial_all_but_last_element": "unknown",
+    # every lane of tile_sum's 32 holds two of its 64 elements: a mask through a block is run
+    # lane by lane (Warp's cooperative CPU blocks, tile memory poisoned) and caught
+    "tile": {"partial_first_element": "observable", "partial_first_half": "observable",
+             "partial_first_block": "observable", "partial_all_but_last_element": "observable",
              "partial_all_but_last_block": "observable", "skipped_work": "observable",
-             "backward_empty": "observable", "backward_partial": "unknown", "replayed_outputs": "observable"},
+             "backward_empty": "observable", "backward_partial": "observable", "replayed_outputs": "observable"},
 }  # fmt: skip
 
 
@@ -734,9 +902,10 @@ def test_every_partial_work_mutant_is_caught_or_witnessed_equivalent(partial_row
     # the input-blind row whose table replay is right everywhere: the producer rejects it
     (blind,) = execute_specs([kernel_rows.kernel_spec("correct_totals")], reference_checks={}, probe_inputs=True)
     assert not blind.ok and blind.reason == "input_blind", (blind.reason, blind.detail)
-    assert "cut blocks (127)" in details[("tile_idle_lanes", "partial_all_but_last_element")]
-    assert "hold no tile element" in details[("tile_idle_lanes", "partial_all_but_last_element")]
-    assert "lanes 31" in details[("tile", "partial_all_but_last_element")]
+    idle = details[("tile_idle_lanes", "partial_all_but_last_element")]
+    assert idle.startswith("lane 127 of cut blocks holds no work that reaches a result") and "poisoned" in idle, idle
+    assert "(32 lanes a block, lane 31 of cut blocks skipped)" in details[("tile", "partial_all_but_last_element")]
+    assert "lanes 16..31 of cut blocks skipped" in details[("tile", "backward_partial")]  # its backward, lane by lane
 
 
 def test_partial_work_mutants_compile_and_keep_the_rows_own_code(partial_rows, dataset):
@@ -795,6 +964,61 @@ def test_a_partial_candidate_right_on_half_the_inputs_passes_well_under_one_perc
     assert 0.4 < single / trials < 0.6  # one fresh set (the judge before): the partial min passes half the time
     x_last = [draw_adversarial(spec, draw_rng(s, "row", 0, "a", 0), "low", "last")[0]["x"] for s in range(50)]
     assert all(x[-1] == -1.0 and x[:-1].min() >= 0.0 for x in x_last)  # the decisive element, last
+
+
+INT_MIN = ("""import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+@wp.kernel
+def int_min_two_level(x: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
+    t = wp.tid()
+    m = int(2147483647)
+    for k in range(t, 256, 16):
+        m = wp.min(m, x[k])
+    wp.atomic_min(out, 0, m)
+""", (kernel_rows._arr("x", "int32", (256,), domain=(-1000.0, 1000.0)),
+      kernel_rows._arr("out", "int32", (1,), "inout", (5000.0, 5000.0))), (16,), None)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def int_min_row():
+    kernel_rows.KERNELS["int_min"] = INT_MIN
+    try:
+        (row,) = kernel_rows.make_rows(["int_min"])
+    finally:
+        del kernel_rows.KERNELS["int_min"]
+    return row
+
+
+def test_integer_inputs_get_adversarial_sets_that_catch_a_partial_min(int_min_row):
+    """An integer min over 256 elements, 16 threads each folding a strided slice: the
+    candidate that skips the last thread is right wherever the minimum lies in another
+    slice (15 times in 16), so the fresh sets alone let it pass about half the time
+    ((15/16)**12).  Integer inputs get the adversarial sets too: the decisive minimum at
+    the last index lies in the skipped slice, every time."""
+    from cudagen_data.eval.mutants import make_partial_mutants
+    from cudagen_data.eval.reference import draw_fresh, draw_rng, recorded_sizes, spiked_arrays
+
+    row = int_min_row
+    spec = recorded_sizes(row)[0].spec
+    assert [a.name for a in spiked_arrays(spec)] == ["x"]  # an integer input; `out` (one value) is not spiked
+
+    def skipped_slice_never_decides(seed: int) -> bool:
+        xs = [draw_fresh(spec, draw_rng(seed, str(row["id"]), 0, f"fresh {k + 1}", 0))[0]["x"] for k in range(12)]
+        return all(np.delete(x, np.s_[15::16]).min() == x.min() for x in xs)
+
+    seed = next(s for s in range(200) if skipped_slice_never_decides(s))
+    ref = compute_reference(row, seed=seed)
+    low_last = next(s for s in ref.sets if s.name == "adversarial low @ last")
+    x = low_last.inputs["x"]
+    assert x.dtype == np.int32 and x[-1] == -1000 and x[:-1].min() >= 0  # the decisive element, once, last
+    assert ref.summary()["adversarial"] == 6
+    cut = next(m for m in make_partial_mutants(row) if m.kind == "partial_all_but_last_element")
+    without = dataclasses.replace(ref, sets=[s for s in ref.sets if s.kind != "adversarial"])
+    assert mutant_verdict(row, cut, without).status == "equivalent"  # the judge without integer spikes: passes
+    caught = mutant_verdict(row, cut, ref)
+    assert caught.status == "observable" and caught.detail.startswith("adversarial low @"), caught
 
 
 def test_a_candidate_build_with_the_precompiled_header_leaves_it_to_be_removed(rows):

@@ -25,9 +25,11 @@ own: one that still corrupts the heap costs only its own verdict ("unknown").
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -52,7 +54,8 @@ from .mutants import (
     tile_lanes,
 )
 from .reference import Reference, compute_reference
-from .run import judge_kernel
+from .run import CandidateBuildFailed, candidate_kernel, judge_kernel, planned_runs, run_guarded
+from .shared_scrub import CPU_ARENA_BYTES, SCRUB_WORDS, shared_scrub
 
 ORACLE_GUARD_ELEMENTS = 1 << 16  # per side: far writes of threads past the end stay in the guards
 VERDICT_TIMEOUT = 300.0
@@ -130,6 +133,18 @@ def _lanes(values) -> str:
     return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
 
 
+def _lane_words(values) -> str:
+    """``lane 127`` or ``lanes 64..127``."""
+    text = _lanes(values)
+    return f"lanes {text}" if ".." in text else f"lane {text}"
+
+
+def _idle(values) -> str:
+    """``lane 127 of cut blocks holds no work`` (or ``lanes ... hold``) ``that reaches a result``."""
+    verb = "hold" if ".." in _lanes(values) else "holds"
+    return f"{_lane_words(values)} of cut blocks {verb} no work that reaches a result"
+
+
 def lanes_cut(row: dict, mutant: Mutant) -> tuple[list[int], int]:
     """For a tile kernel: (the lanes the mutant skips in blocks where other lanes still
     work, the lanes of a block that hold tile elements).  The CPU runs one task per
@@ -147,12 +162,20 @@ def lanes_cut(row: dict, mutant: Mutant) -> tuple[list[int], int]:
 def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     """The witness of a partial-work mutant: the same thread mask (or table replay) in
     Warp's CPU kernel function, judged as the run stage judges on the same input sets.
-    A tile kernel's mask that cuts through blocks is first reduced to whole blocks: where
-    the lanes it skips hold no tile element (lanes at or past the largest tile's element
-    count; Warp spreads a tile over lanes 0, 1, ... in turn), a cut block computes what
-    the whole block would, and the CPU witness runs the block-level mask (a block works
-    when its lane 0 does); else there is no CPU counterpart and the GPU must reject it."""
-    tiled, note = bool(row["block_dim"]), ""
+
+    A tile kernel runs one CPU task per block unless its mask cuts through blocks (some
+    lanes of a block work, others skip): then the CPU runs it as the GPU does, a block of
+    ``block_dim`` lanes (Warp's cooperative CPU blocks, ``wp.config.enable_cpu_blocks``),
+    the same lane mask, and the block's tile memory poisoned before each launch with the
+    judge's scrub words (shared_scrub.py; Warp clears the CPU arena to zeros, a value too
+    easily right).  Equivalent then means: the lanes it skips do no work that reaches a
+    result on these inputs, even where what they did not write reads as poison.  Warp's
+    CPU tile copies are element by element (lane ``l`` takes elements ``l``, ``l + B``, ...);
+    a GPU copies N-D tiles whose rows are whole 16-byte words as float4 over a quarter of
+    the lanes, so a GPU lane may hold less than its CPU lane (:func:`gpu_lane_verdict`
+    decides those on the GPU)."""
+    tiled = bool(row["block_dim"])
+    lanes: list[int] = []
     if mutant.kind == "replayed_outputs":
         part = "forward"
 
@@ -161,19 +184,16 @@ def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     else:
         mask, block = PARTIAL_MASKS[mutant.kind], block_size(row)
         part = mask.part
-        if tiled:
-            skipped, working = lanes_cut(row, mutant)
-            if skipped and min(skipped) < working:
-                why = f"skips lanes {_lanes(skipped)} of blocks whose other lanes work; lanes below {working} hold"
-                return Verdict("unknown", why + " tile elements: no CPU counterpart; the GPU must reject it")
-            if skipped:
-                note = (f"; the lanes it skips of cut blocks ({_lanes(skipped)}) hold no tile element "
-                        f"(the largest tile has {working}), so those blocks ran whole")  # fmt: skip
+        lanes = lanes_cut(row, mutant)[0] if tiled else []
 
         def edit(text):
+            if lanes:  # lane by lane, as on the GPU
+                return masked_cpu(poisoned_tile_memory(text, word.ctypes.data), mask, block, False)
             return masked_cpu(text, mask, block, tiled)
 
+    word = np.zeros(1, dtype=np.uint32)  # the poison word of the run in flight (lane-level runs)
     spec = ref.spec
+    backward = bool(row["cuda_backward"])
     with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
         module,
         kernels,
@@ -183,18 +203,101 @@ def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
         if kernel is None:
             return Verdict("unknown", f"the row's kernel does not load: {errors[0]}")
         with warp_boundary.fresh_kernel_cache():
-            try:
-                with warp_boundary.edited_cpu_functions(module, [(kernel, part, edit)]):
-                    problem = warp_boundary.build_module(module, "cpu")
-            except warp_boundary.SubstitutionMissing as exc:
-                return Verdict("unknown", str(exc))
-            if problem is not None:
-                return Verdict("unknown", f"the edited kernel does not build on the CPU: {problem}")
-            backward = bool(row["cuda_backward"])
-            failures = judge_kernel(ref, kernel, "cpu", backward, guard_elements=ORACLE_GUARD_ELEMENTS)
+            if lanes:
+                with cooperative_cpu_blocks():
+                    problem = _build_edited(module, kernel, part, edit, sorted({s.spec.block_dim for s in ref.sets}))
+                    if problem is not None:
+                        return Verdict("unknown", problem)
+
+                    def poison(fill: str) -> None:
+                        word[0] = SCRUB_WORDS[fill]
+
+                    failures = judge_kernel(ref, kernel, "cpu", backward, guard_elements=ORACLE_GUARD_ELEMENTS,
+                                            scrub=poison)  # fmt: skip
+            else:
+                problem = _build_edited(module, kernel, part, edit, [None])
+                if problem is not None:
+                    return Verdict("unknown", problem)
+                # one CPU lane does all of a block's tile work here: nothing is left to read poison
+                failures = judge_kernel(ref, kernel, "cpu", backward, guard_elements=ORACLE_GUARD_ELEMENTS)
+    where = f" ({block_size(row)} lanes a block, {_lane_words(lanes)} of cut blocks skipped)" if lanes else ""
     if failures:
-        return Verdict("observable", failures[0] + note)
-    return Verdict("equivalent", f"its results pass the judge on every input set and guard fill ({part} edited){note}")
+        return Verdict("observable", failures[0] + where)
+    if lanes:
+        why = f"{_idle(lanes)}: passed on every input set"
+        return Verdict("equivalent", f"{why} and guard fill with tile memory poisoned{where}{_gpu_copies(row)}")
+    return Verdict("equivalent", f"its results pass the judge on every input set and guard fill ({part} edited)")
+
+
+@contextlib.contextmanager
+def cooperative_cpu_blocks():
+    """Warp's CPU runs a tile launch as blocks of ``block_dim`` lanes (fibers) meanwhile."""
+    wp = warp_boundary.warp()
+    saved = wp.config.enable_cpu_blocks
+    wp.config.enable_cpu_blocks = True
+    try:
+        yield
+    finally:
+        wp.config.enable_cpu_blocks = saved
+
+
+def _build_edited(module, kernel, part: str, edit, block_dims: list[int | None]) -> str | None:
+    """Build ``module`` for the CPU with ``kernel``'s ``part`` edited (at each block dim:
+    cooperative blocks; None: Warp's one-lane CPU build); why not, or None."""
+    try:
+        with warp_boundary.edited_cpu_functions(module, [(kernel, part, edit)]):
+            for block_dim in block_dims:
+                problem = (warp_boundary.build_module(module, "cpu") if block_dim is None
+                           else _build_cpu_blocks(module, block_dim))  # fmt: skip
+                if problem is not None:
+                    return f"the edited kernel does not build on the CPU: {problem}"
+    except warp_boundary.SubstitutionMissing as exc:
+        return str(exc)
+    return None
+
+
+def _build_cpu_blocks(module, block_dim: int) -> str | None:
+    """Build ``module`` for Warp's cooperative CPU blocks of ``block_dim`` lanes; the error, or None."""
+    with warp_boundary.captured_stderr():
+        try:
+            module.load("cpu", block_dim=block_dim)
+        except Exception as exc:  # noqa: BLE001 - clang / Warp errors come in many types
+            lines = str(exc).strip().splitlines()
+            return lines[0] if lines else "build failed"
+    return None
+
+
+_CPU_ARGS_END = re.compile(r"^[ \t]*[^\n]*= _wp_(?:adj_)?args->[\w.]+;\n", re.M)
+
+
+def poisoned_tile_memory(function_text: str, word_address: int) -> str | None:
+    """Warp's CPU kernel function with the block's whole tile arena filled, before anything
+    else, with the 32-bit word at ``word_address`` (the witness sets it per run), all lanes
+    sharing the work, then a barrier: what a lane does not write reads as poison."""
+    ms = list(_CPU_ARGS_END.finditer(function_text))
+    if not ms:
+        return None
+    fill = (
+        "    {  // cudagen: the block's tile memory poisoned (eval/equivalence.py), as shared_scrub does on a GPU\n"
+        f"        const unsigned int cudagen_word = *(volatile const unsigned int*)0x{word_address:x}ull;\n"
+        f"        unsigned int* cudagen_arena = (unsigned int*)wp::tile_shared_storage_t::alloc({CPU_ARENA_BYTES});\n"
+        f"        for (int w = WP_TILE_THREAD_IDX; w < {CPU_ARENA_BYTES // 4}; w += WP_TILE_BLOCK_DIM)\n"
+        "            cudagen_arena[w] = cudagen_word;\n"
+        f"        wp::tile_shared_storage_t::alloc(-{CPU_ARENA_BYTES});\n"
+        "        WP_TILE_SYNC();\n"
+        "    }\n"
+    )
+    at = ms[-1].end()
+    return function_text[:at] + fill + function_text[at:]
+
+
+_TILE_TYPE = re.compile(r"tile_shared_t<(?P<t>[\w:]+),\s*wp::tile_layout_strided_t<wp::tile_shape_t<(?P<d>[\d,\s]+)>")
+
+
+def _gpu_copies(row: dict) -> str:
+    """A note where a GPU may hand lanes other tile elements than the CPU does."""
+    nd = any(len(m.group("d").split(",")) > 1 for m in _TILE_TYPE.finditer(row["cuda_forward"]))
+    return "; a GPU copies N-D tiles whose rows are whole 16-byte words as float4, over fewer lanes" if nd else ""
 
 
 def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
@@ -225,11 +328,74 @@ def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
     return Verdict(result["status"], result["detail"])
 
 
-def verdicts(items: Sequence[tuple[dict, Mutant]], seed: int, workers: int | None = None) -> list[Verdict]:
+def verdicts(
+    items: Sequence[tuple[dict, Mutant]], seed: int, workers: int | None = None, device: str | None = None
+) -> list[Verdict]:
     """:func:`mutant_verdict` of each (row, mutant), with the reference of the fresh-input
-    ``seed`` (the Scorer's), each in a process of its own, ``workers`` at a time."""
+    ``seed`` (the Scorer's), each in a process of its own, ``workers`` at a time.
+    ``device`` (a GPU): a tile kernel's lane cut that the CPU's lanes do not show
+    equivalent is then decided on that GPU (:func:`gpu_lane_verdict`), here."""
     with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda rm: _verdict_in_process(rm[0], rm[1], seed), items))
+        found = list(pool.map(lambda rm: _verdict_in_process(rm[0], rm[1], seed), items))
+    if device is None or not device.startswith("cuda"):
+        return found
+    out = []
+    for (row, mutant), v in zip(items, found, strict=True):
+        if v.status != "equivalent" and is_lane_cut(row, mutant):
+            gpu = gpu_lane_verdict(row, mutant, compute_reference(row, seed), device)
+            v = Verdict(gpu.status, f"{gpu.detail} (Warp's CPU lanes: {v.status}: {v.detail[:160]})")
+        out.append(v)
+    return out
+
+
+def is_lane_cut(row: dict, mutant: Mutant) -> bool:
+    """A tile kernel's partial-work mask that skips some lanes of a block while others work."""
+    return bool(row["block_dim"]) and mutant.kind in PARTIAL_MASKS and bool(lanes_cut(row, mutant)[0])
+
+
+def _bits(a) -> bytes:
+    a = np.ascontiguousarray(a)
+    return a.tobytes()
+
+
+def gpu_lane_verdict(row: dict, mutant: Mutant, ref: Reference, device: str) -> Verdict:
+    """A tile kernel's lane cut decided on the GPU, where Warp may hand lanes other work
+    than on the CPU (float4 copies of N-D tiles over a quarter of the lanes): the mutant
+    and the row's own CUDA run every input set and guard fill of ``ref``, shared memory
+    poisoned before every launch of both (shared_scrub.py), and their results are compared
+    bit for bit.  Equal everywhere: the lanes it skips hold no work that reaches a result
+    there (what they did not write reads as poison, and poison shows).  The row's own
+    kernel runs twice: a result it does not reproduce bit for bit (float atomics) leaves
+    the verdict unknown."""
+    scrub = shared_scrub(device)
+    backward = bool(row["cuda_backward"])
+    runs = list(planned_runs(ref))
+
+    def results(forward: str, back: str | None, times: int) -> list[list]:
+        with candidate_kernel(row, forward, back, device) as (kernel, _):
+            return [[run_guarded(s.spec or ref.spec, kernel, device, s.inputs, s.output_grads, backward and wb, fill,
+                                 scrub=scrub) for s, fill, wb in runs] for _ in range(times)]  # fmt: skip
+
+    try:
+        own, again = results(row["cuda_forward"], None, 2)
+        (cand,) = results(mutant.forward, mutant.backward, 1)
+    except CandidateBuildFailed as exc:
+        return Verdict("unknown", f"no GPU build: {exc}")
+    idle = _idle(lanes_cut(row, mutant)[0])
+    for (s, fill, _), a, b, c in zip(runs, own, again, cand, strict=True):
+        where = f"{s.label}, guard fill {fill}"
+        if a.problems or any(_bits(a.values[k]) != _bits(b.values.get(k, a.values[k][:0])) for k in a.values):
+            return Verdict("unknown", f"{where}: the row's own kernel does not reproduce its results bit for bit "
+                           "on the GPU; no exact comparison")  # fmt: skip
+        if c.problems:
+            return Verdict("observable", f"on the GPU, {where}: {c.problems[0]}")
+        for k, v in a.values.items():
+            if k not in c.values or _bits(c.values[k]) != _bits(v):
+                return Verdict("observable", f"on the GPU, {where}: {k!r} differs from the row's own kernel's, "
+                               "shared memory poisoned")  # fmt: skip
+    what = "outputs and gradients" if backward else "outputs"
+    return Verdict("equivalent", f"on the GPU ({device}): {idle}: its {what} equal the row's own kernel's bit for "
+                   "bit on every input set and guard fill, shared memory poisoned before every launch")  # fmt: skip
 
 
 def _main() -> None:

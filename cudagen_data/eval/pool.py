@@ -26,9 +26,10 @@ from .. import warp_boundary
 from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 from .reference import DEFAULT_FRESH_SETS, ReferenceUnavailable, compute_reference
-from .run import CandidateBuildFailed, candidate_kernel, judge_kernel
+from .run import CandidateBuildFailed, candidate_kernel, judge_runs
+from .shared_scrub import shared_scrub
 from .structure import row_key
-from .timing import OwnKernel, gpu_access, measure  # OwnKernel: the row's own kernel, built once per job for --timing
+from .timing import OwnKernel, measure  # OwnKernel: the row's own kernel, built once per job for --timing
 
 EXIT_CONTEXT_LOST = 3
 __all__ = ["Job", "Outcome", "PoolError", "WorkerPool", "process_job", "run_inline"]
@@ -60,50 +61,80 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     input_sets: dict = field(default_factory=dict)  # Reference.summary(): sets run, by kind, and sizes
     timing: dict | None = None  # timing.TimingResult.to_dict() of a timed candidate
+    # seconds by phase: the row's CPU reference computed for it (a job's first candidate: its
+    # build and recorded sets; then the drawn sets it was first to reach), its build, its judging
+    phases: dict = field(default_factory=dict)
 
 
-def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: bool = False):
+def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: bool = False, build=None):
     """Yield ("reference", notes) then ("outcome", Outcome) per candidate; a lost CUDA
     context yields ("context_lost", None) last.  ``precompiled_header``: build with
-    NVRTC's precompiled header (a worker process that removes it when done)."""
+    NVRTC's precompiled header (a worker process that removes it when done).  ``build``:
+    how a candidate becomes a kernel on ``device`` (default run.candidate_kernel; a CPU
+    stand-in in benchmarks/bench_eval.py).  The row's reference is lazy: its drawn sets
+    are computed when the first candidate that gets that far needs them, then kept for
+    the row's later candidates (and jobs)."""
+    t0 = time.perf_counter()
     key = (row_key(job.row), job.seed, job.fresh_sets)
     ref = cache.get(key)
     if ref is None:
         try:
-            ref = compute_reference(job.row, job.seed, job.fresh_sets)
+            ref = compute_reference(job.row, job.seed, job.fresh_sets, lazy=True)
         except ReferenceUnavailable as exc:
             ref = exc
         cache[key] = ref
         while len(cache) > REFERENCE_CACHE:
-            cache.popitem(last=False)
+            _, old = cache.popitem(last=False)
+            if not isinstance(old, Exception):
+                old.close()  # its CPU module, kept while drawn sets remained to compute
     cache.move_to_end(key)
+    first = time.perf_counter() - t0  # the reference's CPU build and recorded sets (0 when cached)
     yield "reference", None
     with OwnKernel(job.row, device, precompiled_header) as own:
-        yield from _judge_candidates(job, device, ref, own, precompiled_header)
+        yield from _judge_candidates(job, device, ref, own, precompiled_header, build, first)
 
 
-def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool):
+def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool, build=None, first: float = 0.0):
     """process_job's candidates: ("outcome", Outcome) each, ("context_lost", None) last if it came to that."""
+    build = build or candidate_kernel
+    try:
+        scrub = shared_scrub(device) if not isinstance(ref, Exception) else None  # built once per worker process
+    except RuntimeError as exc:  # the judge's own kernel: no candidate is judged without it
+        ref = exc
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
+        phases = {"reference": first, "build": 0.0, "judge": 0.0}
+        first = 0.0
         if isinstance(ref, Exception):
-            yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}")
+            yield "outcome", Outcome(ckey, "run", False, f"not judged: {ref}", phases=phases)
             continue
+        computed = ref.seconds  # drawn sets this candidate is first to reach: reference time, not judging
         try:
-            timed, notes = None, list(ref.notes)
-            with candidate_kernel(job.row, forward, backward, device, precompiled_header) as (kernel, built):
-                with gpu_access(device, exclusive=False):  # a timing elsewhere waits for the launches
-                    failures = judge_kernel(ref, kernel, device, bool(job.row["cuda_backward"]))
+            timed, notes = None, []
+            with build(job.row, forward, backward, device, precompiled_header) as (kernel, built):
+                t1 = time.perf_counter()
+                phases["build"] = t1 - t0
+                # the run stage holds the GPU lock shared around each launch (run.run_guarded), not
+                # across the judge: a timing elsewhere waits for one launch, not for this whole judge
+                failures, ran = judge_runs(ref, kernel, device, bool(job.row["cuda_backward"]), scrub=scrub)
+                phases["reference"] += ref.seconds - computed
+                phases["judge"] = time.perf_counter() - t1 - (ref.seconds - computed)
+                # a passing candidate ran every set: it reports them all, and every note; a
+                # failing one the sets up to the one it failed on, and the notes known before
+                # any drawn set (the same whichever candidates of the row came first)
+                notes = list(ref.notes if not failures else ref.notes[: ref.known_notes])
                 if job.timing and not failures:
                     timed, why = measure(ref, job.row, kernel, own, device, job.seed, backward is not None)
                     failures += [why] if why and not why.startswith("not timed") else []
                     notes += [why] if why.startswith("not timed") else []
             outcome = Outcome(ckey, "run", not failures, "; ".join(failures[:3]), built, notes=notes,
-                              input_sets=ref.summary(), timing=timed)  # fmt: skip
+                              input_sets=ref.summary(None if not failures else ran), timing=timed,
+                              phases=phases)  # fmt: skip
         except CandidateBuildFailed as exc:
-            outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}")
+            phases["build"] = time.perf_counter() - t0
+            outcome = Outcome(ckey, "compile", False, f"GPU build: {exc}", phases=phases)
         except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
-            outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}")
+            outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}", phases=phases)
         outcome.seconds = time.perf_counter() - t0
         if device.startswith("cuda") and not _context_usable(device):
             outcome.ok = False

@@ -12,8 +12,9 @@ At each size (launch dims, block dim and argument shapes: the row's test vectors
   inputs passes them all with probability p**MIN_RANDOM_DRAWS (< 0.03% at p = 1/2).
 - ``adversarial low|high @ random|last|last block``: inputs that defeat partial work
   on outputs that reduce (sums, minima, maxima, scans, atomics).  Every float input
-  array holds a narrow background on one side of its domain and one decisive element at
-  the domain's other end, at the same flat element position in every array: a random
+  array, and every integer one whose domain holds more than one value, holds a narrow
+  background on one side of its domain and one decisive element at the domain's other
+  end, at the same flat element position in every array: a random
   one, the last, or a random one among the last block (``block`` elements, the launch's
   block size).  ``low``: background in the upper half, the element at the domain's low
   end (the minimum, and the element that moves a sum most); ``high``: mirrored (the
@@ -26,11 +27,25 @@ run on the CPU, so the GPU suite's tolerance model (numerics/tolerance.py) measu
 array's float32 error.  A drawn set on which the row's own kernel fails its own checks
 (a NaN, a launch error) is drawn again (``DRAW_TRIES``), then left out with a note.
 One CPU build per row serves every set and every candidate of that row.
+
+The recorded sets are computed at once; the drawn ones can be computed when the judge
+first needs them (``compute_reference(lazy=True)``, the eval workers): in the order the
+judge runs them, each once, kept for every later candidate of the row.  A candidate that
+fails on a recorded set costs none of them.  Each set's draw depends only on the seed,
+the row, the size and its name, so the sets are the same computed early or late.  The
+kernels run a backward only where the judge compares gradients: recorded and fresh sets
+of a row that ships a backward (run.planned_runs); without one the CPU build has no
+adjoints.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
+import time
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,19 +104,77 @@ class InputSet:
         return f"{self.name} inputs (launch {launch})"
 
 
+@dataclass(frozen=True)
+class Draw:
+    """A drawn set of the judge's plan: the size it runs at, its name and, for an
+    adversarial set, the side and place of its decisive element."""
+
+    size: int
+    name: str
+    side: str | None = None
+    place: str | None = None
+
+
 @dataclass
 class Reference:
     spec: KernelSpec
-    sets: list[InputSet]
+    sets: list[InputSet]  # the sets computed so far, in the order the judge runs them
     twin: str = "ok"  # or why there is none
     native64: bool = False
     notes: list[str] = field(default_factory=list)
     sizes: list[tuple[int, ...]] = field(default_factory=list)  # launch dims of the recorded sizes
+    pending: list[Draw] = field(default_factory=list)  # drawn sets not computed yet, in judging order
+    seconds: float = 0.0  # CPU time spent computing its sets so far
+    known_notes: int = 0  # notes known before any drawn set (what a failing candidate reports)
+    _compute: Callable[[Draw], InputSet | None] | None = field(default=None, repr=False)
+    _release: contextlib.ExitStack | None = field(default=None, repr=False)
 
-    def summary(self) -> dict:
-        """How many sets of each kind run, and at which sizes (the report states it)."""
-        counts = {k: sum(s.kind == k for s in self.sets) for k in ("recorded", "fresh", "adversarial")}
-        return {"sets": len(self.sets), **counts, "sizes": [list(d) for d in self.sizes]}
+    def set_at(self, k: int) -> InputSet | None:
+        """The ``k``-th set the judge runs (None past the last), computing pending drawn
+        sets in order until it exists."""
+        while k >= len(self.sets) and self.pending:
+            t0 = time.perf_counter()
+            s = self._compute(self.pending[0])
+            self.pending.pop(0)  # only once computed: a set that raised is tried again, not skipped
+            self.seconds += time.perf_counter() - t0
+            if s is not None:
+                self.sets.append(s)
+            if not self.pending:
+                self._finish()
+                self.close()  # every set computed: the CPU module is no longer needed
+        return self.sets[k] if k < len(self.sets) else None
+
+    def iter_sets(self) -> Iterator[InputSet]:
+        k = 0
+        while (s := self.set_at(k)) is not None:
+            yield s
+            k += 1
+
+    def complete(self) -> Reference:
+        """Every set computed (and the CPU module released)."""
+        self.set_at(1 << 62)
+        return self
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def _finish(self) -> None:
+        if not any(s.kind == "fresh" for s in self.sets):
+            self.notes.append("no fresh inputs on which the row's kernel passes its own checks; recorded inputs only")
+
+    def close(self) -> None:
+        """Release the CPU module that computes pending sets (a lazy reference)."""
+        if self._release is not None:
+            release, self._release = self._release, None
+            release.close()
+
+    def summary(self, ran: int | None = None) -> dict:
+        """How many sets of each kind run (``ran``: the first that many), and at which
+        sizes (the report states it)."""
+        sets = self.sets if ran is None else self.sets[:ran]
+        counts = {k: sum(s.kind == k for s in sets) for k in ("recorded", "fresh", "adversarial")}
+        return {"sets": len(sets), **counts, "sizes": [list(d) for d in self.sizes]}
 
 
 def grad_key(name: str) -> str:
@@ -125,8 +198,15 @@ def draw_fresh(spec: KernelSpec, rng: np.random.Generator) -> tuple[dict, dict]:
 
 
 def spiked_arrays(spec: KernelSpec) -> list[ArgSpec]:
-    """The arrays an adversarial draw shapes: float inputs (role in or inout)."""
-    return [a for a in spec.args if a.kind == "array" and a.role != "out" and is_float_dtype(a.dtype)]
+    """The arrays an adversarial draw shapes: inputs (role in or inout) of a float type,
+    and of an integer type whose domain holds more than one value (integer minima, maxima,
+    sums and atomics reduce too)."""
+    return [a for a in spec.args if a.kind == "array" and a.role != "out"
+            and (is_float_dtype(a.dtype) or (_is_integer(a.dtype) and a.domain[0] < a.domain[1]))]  # fmt: skip
+
+
+def _is_integer(dtype: str) -> bool:
+    return DTYPES[dtype][0].startswith(("int", "uint"))
 
 
 def decisive_position(elements: int, place: str, block: int, rng: np.random.Generator) -> int:
@@ -139,10 +219,11 @@ def decisive_position(elements: int, place: str, block: int, rng: np.random.Gene
 
 
 def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, place: str) -> tuple[dict, dict] | None:
-    """A fresh draw whose float input arrays hold a background on one side of their domain
-    and one decisive element at the other end, at ``place``; None if the kernel has no
-    float input array.  No output gradients: adversarial sets judge the forward (the CPU
-    reference then runs no backward either)."""
+    """A fresh draw whose float and integer input arrays (:func:`spiked_arrays`) hold a
+    background on one side of their domain and one decisive element at the other end, at
+    ``place``; None if the kernel has no such array.  An integer background lies strictly
+    inside (the decisive value occurs once).  No output gradients: adversarial sets judge
+    the forward (the CPU reference then runs no backward either)."""
     arrays = spiked_arrays(spec)
     if not arrays:
         return None
@@ -154,8 +235,12 @@ def draw_adversarial(spec: KernelSpec, rng: np.random.Generator, side: str, plac
         np_dtype, comp = DTYPES[a.dtype]
         lo, hi = a.domain
         mid = (lo + hi) / 2.0
-        band = (mid, hi) if side == "low" else (lo, mid)
-        value = rng.uniform(*band, size=tuple(a.shape) + comp)
+        if _is_integer(a.dtype):  # [ceil(mid), hi] or [lo, floor(mid)]: never the decisive value
+            band = (int(np.ceil(mid)), int(hi)) if side == "low" else (int(lo), int(np.floor(mid)))
+            value = rng.integers(band[0], band[1] + 1, size=tuple(a.shape) + comp)
+        else:
+            band = (mid, hi) if side == "low" else (lo, mid)
+            value = rng.uniform(*band, size=tuple(a.shape) + comp)
         n = int(np.prod(a.shape))
         flat = value.reshape((n, -1))
         flat[at if place != "last" else n - 1] = lo if side == "low" else hi
@@ -232,40 +317,77 @@ def plan_reference(row: dict) -> ReferencePlan:
 
 def compute_reference(
     row: dict, seed: int, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
-    min_random_draws: int = MIN_RANDOM_DRAWS, sizes: int | None = None,
+    min_random_draws: int = MIN_RANDOM_DRAWS, sizes: int | None = None, lazy: bool = False,
 ) -> Reference:  # fmt: skip
     """Every input set of every recorded size with its expected values; raises
-    ReferenceUnavailable.  ``adversarial``, ``min_random_draws``, ``sizes`` (the first
-    that many recorded sizes): lower only to measure the judge as it was
+    ReferenceUnavailable.  ``lazy``: the drawn sets are computed when the judge first
+    needs them, and the row's CPU module stays loaded until ``Reference.close()`` (or
+    until the last one is computed).  ``adversarial``, ``min_random_draws``, ``sizes``
+    (the first that many recorded sizes): lower only to measure the judge as it was
     (benchmarks/bench_eval.py)."""
+    t0 = time.perf_counter()
     plan = plan_reference(row)
     if sizes is not None:
         plan.sizes = plan.sizes[:sizes]
-    with warp_boundary.batch_module(plan.sources(), optimization_level=CPU_OPT_LEVEL) as (module, kernels, errors):
+    gradients = bool(row["cuda_backward"])  # the judge compares gradients only where the row ships a backward
+    stack = contextlib.ExitStack()
+    try:
+        sources = plan.sources()
+        module, kernels, errors = stack.enter_context(
+            warp_boundary.batch_module(sources, optimization_level=CPU_OPT_LEVEL, backward=[gradients] * len(sources))
+        )
         if kernels[0] is None:
             raise ReferenceUnavailable(f"the row's Python kernel does not load: {errors[0]}")
         problem = warp_boundary.build_module(module, "cpu")
         if problem is not None:
             raise ReferenceUnavailable(f"the row's Python kernel does not build on the CPU: {problem}")
         k64 = kernels[1] if plan.twin is not None else None
-        return reference_from_kernels(plan, seed, kernels[0], k64, fresh_sets, adversarial, min_random_draws)
+        ref = reference_from_kernels(plan, seed, kernels[0], k64, fresh_sets, adversarial, min_random_draws,
+                                     gradients=gradients, lazy=lazy)  # fmt: skip
+    except BaseException:
+        stack.close()
+        raise
+    ref.seconds = time.perf_counter() - t0  # the CPU build included
+    if ref.done:
+        stack.close()
+    else:
+        ref._release = stack  # noqa: SLF001 - the module lives as long as sets remain to compute
+        _open[id(ref)] = ref
+    return ref
+
+
+_open: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # lazy references holding a CPU module
+
+
+@atexit.register
+def _release_open() -> None:
+    """At exit, while imports still work (a module released during interpreter teardown
+    is not); the process's kernel cache may be gone already, which is fine now."""
+    for ref in list(_open.values()):
+        with contextlib.suppress(Exception):
+            ref.close()
 
 
 def reference_from_kernels(
     plan: ReferencePlan, seed: int, k32, k64, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
-    min_random_draws: int = MIN_RANDOM_DRAWS, gradients: bool = True,
+    min_random_draws: int = MIN_RANDOM_DRAWS, gradients: bool = True, lazy: bool = False,
 ) -> Reference:  # fmt: skip
     """The input sets of ``plan``'s row at every recorded size, run on its built kernel
     ``k32`` (and twin ``k64``, or None).  ``gradients`` False: the kernels were built
-    without adjoints; drawn sets then have no expected gradients (judge outputs only)."""
+    without adjoints; drawn sets then have no expected gradients (judge outputs only).
+    ``lazy``: the drawn sets are left pending (``Reference.set_at`` computes them; the
+    kernels must stay loaded until then)."""
     row, twin = plan.row, plan.twin
+    t0 = time.perf_counter()
     ref = Reference(
         plan.spec, [], plan.twin_status, plan.native64, sizes=[tuple(s.spec.launch_dim) for s in plan.sizes]
     )
     per_size = fresh_per_size(fresh_sets, len(plan.sizes), min_random_draws)
 
     def measured(size_spec, size, given_inputs, given_grads, name, expected=None):
-        run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads, backward=gradients)
+        # a backward only where the judge compares gradients: sets with output gradients
+        backward = gradients and bool(given_grads)
+        run32 = run_kernel(size_spec, k32, "cpu", None, given_inputs, given_grads, backward=backward)
         if not run32.ok:
             return None, f"{run32.reason}: {run32.detail}"
         with_grads = expected is not None or bool(given_grads)
@@ -276,14 +398,29 @@ def reference_from_kernels(
                 twin, launch_dim=size_spec.launch_dim, block_dim=size_spec.block_dim, args=_widened(size_spec, twin)
             )
             run64 = run_kernel(twin_spec, k64, "cpu", None, widen_all(given_inputs, size_spec.args),
-                               widen_all(given_grads, size_spec.args), backward=gradients)  # fmt: skip
+                               widen_all(given_grads, size_spec.args), backward=backward)  # fmt: skip
             if run64.ok:
                 s.cpu32, s.ref64 = _flat(run32, with_grads), _flat(run64, with_grads)
             else:
                 ref.notes.append(f"{s.label}: the float64 twin failed on the CPU ({run64.reason})")
         return s, ""
 
-    drawn: list[InputSet] = []
+    def drawn(draw: Draw) -> InputSet | None:
+        size = plan.sizes[draw.size]
+        why = ""
+        for attempt in range(DRAW_TRIES):
+            rng = draw_rng(seed, str(row["id"]), draw.size, draw.name, attempt)
+            got = (draw_fresh(size.spec, rng) if draw.side is None
+                   else draw_adversarial(size.spec, rng, draw.side, draw.place))  # fmt: skip
+            if got is None:
+                why = "no float or integer input array to place a decisive element in"
+                break
+            s, why = measured(size.spec, draw.size, *got, draw.name)
+            if s is not None:
+                return s
+        ref.notes.append(f"size {draw.size} ({draw.name}): left out: {why}")
+        return None
+
     for i, size in enumerate(plan.sizes):
         expected = {**size.outputs, **{grad_key(n): g for n, g in size.input_grads.items()}}
         s, why = measured(size.spec, i, size.inputs, size.output_grads, "recorded",
@@ -291,28 +428,19 @@ def reference_from_kernels(
         if s is None:
             raise ReferenceUnavailable(f"the row's kernel fails on its own recorded inputs ({why})")
         ref.sets.append(s)
-        draws = [(f"fresh {k + 1}", None, None) for k in range(per_size)]
-        if adversarial:
-            draws += [(f"adversarial {side} @ {place}", side, place)
-                      for place in ADVERSARIAL_PLACES for side in ADVERSARIAL_SIDES]  # fmt: skip
-        for name, side, place in draws:
-            s = None
-            for attempt in range(DRAW_TRIES):
-                rng = draw_rng(seed, str(row["id"]), i, name, attempt)
-                got = draw_fresh(size.spec, rng) if side is None else draw_adversarial(size.spec, rng, side, place)
-                if got is None:
-                    why = "no float input array to place a decisive element in"
-                    break
-                s, why = measured(size.spec, i, *got, name)
-                if s is not None:
-                    drawn.append(s)
-                    break
-            if s is None:
-                ref.notes.append(f"size {i} ({name}): left out: {why}")
-    # adversarial sets first: a partial kernel fails there soonest
-    ref.sets += sorted(drawn, key=lambda s: s.kind != "adversarial")
-    if not any(s.kind == "fresh" for s in ref.sets):
-        ref.notes.append("no fresh inputs on which the row's kernel passes its own checks; recorded inputs only")
+    # the judge's order: adversarial sets first (a partial kernel fails there soonest), then fresh
+    sizes = range(len(plan.sizes))
+    if adversarial:
+        ref.pending += [Draw(i, f"adversarial {side} @ {place}", side, place)
+                        for i in sizes for place in ADVERSARIAL_PLACES for side in ADVERSARIAL_SIDES]  # fmt: skip
+    ref.pending += [Draw(i, f"fresh {k + 1}") for i in sizes for k in range(per_size)]
+    ref.known_notes = len(ref.notes)
+    ref._compute = drawn  # noqa: SLF001
+    ref.seconds = time.perf_counter() - t0
+    if not ref.pending:
+        ref._finish()  # noqa: SLF001
+    elif not lazy:
+        ref.set_at(1 << 62)
     return ref
 
 

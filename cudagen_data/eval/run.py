@@ -15,16 +15,20 @@ value): a write out of bounds changes a guard and fails the candidate, as does a
 to an input-only array, and a read out of bounds shows in the results of one of the
 fills.  Each recorded set runs with all three fills; the drawn sets take the fills in
 turn (one run each), so every fill meets many inputs at every size without tripling the
-launches.  The backward runs on the recorded and fresh sets (the adversarial ones
-target forward reductions).  Results are judged with the GPU suite's
-tolerance model (numerics/tolerance.py); an output that is constant where the reference
-varies never passes.
+launches.  Before every launch, forward and backward, shared memory is poisoned with the
+fill's word (shared_scrub.py): a kernel that skips loading part of a tile reads poison,
+never what the launch before left there (the same kernel on the same inputs, maybe).
+The backward runs on the recorded and fresh sets (the adversarial ones target forward
+reductions).  Results are judged with the GPU suite's tolerance model
+(numerics/tolerance.py); an output that is constant where the reference varies never
+passes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,8 +201,12 @@ def run_guarded(
     backward: bool,
     fill: str = "nan",
     guard_elements: int = GUARD_ELEMENTS,
+    *,
+    scrub=None,
 ) -> Measured:
-    """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any violations."""
+    """Launch forward (+ backward) on guarded arrays (guards: ``fill``); the results and any
+    violations.  ``scrub``: called with ``fill`` right before each launch (shared_scrub.py:
+    shared memory poisoned, so work a kernel skips reads poison, not a leftover)."""
     wp = warp_boundary.warp()
     out = Measured()
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
@@ -214,8 +222,11 @@ def run_guarded(
             args.append(getattr(wp, a.dtype)(*value.reshape(-1).tolist()) if isinstance(value, np.ndarray) else value)
     tape = wp.Tape()
     try:
-        with gpu_lock(device, exclusive=False), tape:  # per launch: a timing elsewhere waits for this one only
-            launch(spec, kernel, args, device)
+        with gpu_lock(device, exclusive=False):  # per launch: a timing elsewhere waits for this one only
+            if scrub is not None:
+                scrub(fill)  # right before the launch, under the same hold: no other kernel runs in between
+            with tape:
+                launch(spec, kernel, args, device)
             wp.synchronize_device(device)
     except Exception as exc:  # noqa: BLE001
         out.problems.append(f"launch failed: {error_line(exc)}")
@@ -225,9 +236,10 @@ def run_guarded(
             continue
         buf, g = bufs[a.name]
         np_dtype = DTYPES[a.dtype][0]
-        if not guards_intact(buf.numpy(), g, guard_value(np_dtype, fill, salt)):
+        full = buf.numpy()  # one copy back per array: its guards and its cells
+        if not guards_intact(full, g, guard_value(np_dtype, fill, salt)):
             out.problems.append(f"wrote out of bounds of array {a.name!r}")
-        value = views[a.name].numpy()
+        value = full[g : g + a.shape[0]]
         if a.role == "in":
             if not np.array_equal(value, inputs[a.name], equal_nan=np_dtype.startswith("float")):
                 out.problems.append(f"wrote to input-only array {a.name!r}")
@@ -241,14 +253,19 @@ def run_guarded(
             for n, g in output_grads.items()
         }
         with gpu_lock(device, exclusive=False):
+            if scrub is not None:
+                scrub(fill)
             tape.backward(grads=seeds)
             wp.synchronize_device(device)
         for a in grad_args:  # read before tape.reset(), which zeroes every gradient
             buf, g = bufs[a.name]
-            if buf.grad is not None and not guards_intact(buf.grad.numpy(), g, np.zeros((), DTYPES[a.dtype][0])):
+            if buf.grad is None:
+                continue
+            full = buf.grad.numpy()  # one copy back: the gradient's guards and cells (the view's grad is a view of it)
+            if not guards_intact(full, g, np.zeros((), DTYPES[a.dtype][0])):
                 out.problems.append(f"backward wrote out of bounds of the gradient of {a.name!r}")
             if a.role != "out":
-                out.values[grad_key(a.name)] = views[a.name].grad.numpy().copy()
+                out.values[grad_key(a.name)] = full[g : g + a.shape[0]].copy()
     except Exception as exc:  # noqa: BLE001
         out.problems.append(f"backward launch failed: {error_line(exc)}")
     finally:
@@ -284,34 +301,50 @@ def judge_set(ref: Reference, s: InputSet, got: Measured, outputs_only: bool = F
     return failures
 
 
-def planned_runs(ref: Reference) -> list[tuple[InputSet, str, bool]]:
-    """(set, guard fill, with backward) for every run: recorded sets with every fill
-    (the backward with the first), drawn sets with one fill each in turn (the backward
-    on fresh sets, not on adversarial ones)."""
-    runs, turn = [], 0
-    for s in ref.sets:
+def planned_runs(ref: Reference) -> Iterator[tuple[InputSet, str, bool]]:
+    """(set, guard fill, with backward) for every run: recorded sets with every fill (the
+    backward with the first), drawn sets with one fill each in turn (the backward on
+    fresh sets, not on adversarial ones).  The sets of a lazy reference are computed as
+    the runs reach them."""
+    for _, s, fill, with_backward in _numbered_runs(ref):
+        yield s, fill, with_backward
+
+
+def _numbered_runs(ref: Reference) -> Iterator[tuple[int, InputSet, str, bool]]:
+    turn = 0
+    for k, s in enumerate(ref.iter_sets()):
         if s.kind == "recorded":
-            runs += [(s, fill, i == 0) for i, fill in enumerate(GUARD_FILLS)]
+            for i, fill in enumerate(GUARD_FILLS):
+                yield k, s, fill, i == 0
         else:
-            runs.append((s, GUARD_FILLS[turn % len(GUARD_FILLS)], s.kind == "fresh"))
+            yield k, s, GUARD_FILLS[turn % len(GUARD_FILLS)], s.kind == "fresh"
             turn += 1
-    return runs
 
 
-def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
-                 guard_elements: int = GUARD_ELEMENTS) -> list[str]:  # fmt: skip
-    """Run ``kernel`` on every input set of ``ref`` (planned_runs); why it fails ([] if it
-    passes).  ``spec_for``: maps each set's spec to the one launched (a wider launch, to
-    run threads past the end on purpose; another Python source in tests)."""
-    for s, fill, with_backward in planned_runs(ref):
+def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
+               guard_elements: int = GUARD_ELEMENTS, *, scrub=None) -> tuple[list[str], int]:  # fmt: skip
+    """:func:`judge_kernel`, and how many of ``ref``'s sets ran (a failing candidate
+    stops at the set it fails on)."""
+    ran = 0
+    for k, s, fill, with_backward in _numbered_runs(ref):
+        ran = k + 1
         spec = s.spec or ref.spec
         spec = spec_for(spec) if spec_for is not None else spec
         got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
-                          guard_elements)  # fmt: skip
+                          guard_elements, scrub=scrub)  # fmt: skip
         failures = judge_set(ref, s, got, outputs_only=not with_backward)
         if failures:
-            return failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]
-    return []
+            return (failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]), ran
+    return [], ran
+
+
+def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
+                 guard_elements: int = GUARD_ELEMENTS, *, scrub=None) -> list[str]:  # fmt: skip
+    """Run ``kernel`` on every input set of ``ref`` (planned_runs); why it fails ([] if it
+    passes).  ``spec_for``: maps each set's spec to the one launched (a wider launch, to
+    run threads past the end on purpose; another Python source in tests).  ``scrub``:
+    see :func:`run_guarded` (the eval workers poison shared memory before every launch)."""
+    return judge_runs(ref, kernel, device, backward, spec_for, guard_elements, scrub=scrub)[0]
 
 
 def _constant(a: np.ndarray) -> bool:

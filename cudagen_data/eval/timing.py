@@ -107,20 +107,6 @@ class Method:
 METHOD = Method()  # what measure() uses; tests and the CPU stand-in of bench_timing.py set a smaller one
 
 
-@contextlib.contextmanager
-def gpu_access(device: str, exclusive: bool) -> Iterator[None]:
-    """pool.py's entry.  Exclusive: the GPU lock, for a timing.  Shared (pool.py's call
-    around a whole judge): nothing is held here, since the run stage takes the shared lock
-    around each launch and its synchronize (run.run_guarded); held across the judge (the
-    holds inside then being no-ops, gpu_lock.py), it would make a timing wait for the
-    slowest judge in flight.  (pool.py may drop that call; it is kept as a no-op for it.)"""
-    if exclusive:
-        with gpu_lock(device, exclusive=True):
-            yield
-    else:
-        yield
-
-
 class Spans(dict):
     """Seconds per named part of a timing (``with spans("row_setup"): ...``)."""
 

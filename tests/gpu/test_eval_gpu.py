@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import kernel_rows
+import numpy as np
 import orjson
 import pytest
 from conftest import JOBS
@@ -59,6 +60,13 @@ def test_the_datasets_own_cuda_scores_100_percent(scorer, produced, hand_rows):
     ]
     assert not bad, bad
     assert all(s.reward == 1.0 and s.complete for s in scores)
+    # a passing candidate ran every set: drawn sets the row's own kernel fails on are left
+    # out (a note says so), and a kernel without float inputs gets no adversarial set
+    ran = [s.input_sets for s in scores]
+    full = [d["fresh"] >= 12 and d["adversarial"] >= 6 * len(d["sizes"]) for d in ran]
+    assert sum(full) >= 0.9 * len(ran), [d for d, f in zip(ran, full, strict=True) if not f][:5]
+    recorded = [len(TestVectors.from_json(r["test_vectors"]).sets()) for r, _ in pairs]
+    assert all(len(d["sizes"]) == n == d["recorded"] for n, d in zip(recorded, ran, strict=True))  # every size ran
 
 
 def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
@@ -141,7 +149,9 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
         seed = scorer.seed
     passed = [k for k, s in enumerate(scores) if s.failed is None]
     found = [(pairs[k][0], mutants[k]) for k in passed]
-    witness = dict(zip(passed, verdicts(found, seed=seed, workers=JOBS), strict=True))
+    # the CPU witness; a tile lane cut it does not excuse is decided on this GPU, bit for bit
+    # against the row's own kernel with shared memory poisoned (equivalence.gpu_lane_verdict)
+    witness = dict(zip(passed, verdicts(found, seed=seed, workers=JOBS, device=gpu), strict=True))
     table = Counter((pairs[k][0]["category"], m.kind, s.failed.name if s.failed else f"passed ({witness[k].status})")
                     for k, (m, s) in enumerate(zip(mutants, scores, strict=True)))  # fmt: skip
     print("\n".join(f"{cat:14} {kind:30} {got:24} {n}" for (cat, kind, got), n in sorted(table.items())))
@@ -154,17 +164,12 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
     assert not wrong, wrong
     assert {m.kind for m in mutants} == set(PARTIAL_KINDS)
     assert {r["category"] for r in rows} <= {pairs[k][0]["category"] for k in range(len(pairs))}  # every category
+    # a failing candidate reports the sets it ran, up to the one it failed on
     ran = [s.input_sets for s in scores if s.input_sets]
-    # drawn sets the row's own kernel fails on are left out (a note says so), and a kernel
-    # without float inputs gets no adversarial set: most candidates run all of them
-    full = [d["fresh"] >= 12 and d["adversarial"] >= 6 * len(d["sizes"]) for d in ran]
-    assert ran and sum(full) >= 0.9 * len(ran), [d for d, f in zip(ran, full, strict=True) if not f][:5]
-    recorded = [(len(TestVectors.from_json(pairs[k][0]["test_vectors"]).sets()), s.input_sets)
-                for k, s in enumerate(scores) if s.input_sets]  # fmt: skip
-    assert all(len(d["sizes"]) == n == d["recorded"] for n, d in recorded)  # every recorded size ran
-    sets, sizes = sorted({d["sets"] for d in ran}), sorted({len(d["sizes"]) for d in ran})
+    assert all(1 <= d["sets"] and len(d["sizes"]) >= 1 for d in ran)
+    stopped = Counter(s.failed.detail.split(" inputs (", 1)[0] for s in scores if s.failed and s.failed.name == "run")
     print(f"{len(pairs)} partial-work mutants of {len(all_rows)} rows; passed (witnessed equivalent): {len(passed)}; "
-          f"input sets per candidate: {sets}, sizes per row: {sizes}")  # fmt: skip
+          f"the sets they failed on: {dict(stopped.most_common(8))}")  # fmt: skip
 
 
 def test_the_known_escapes_fail(scorer, escape_rows):
@@ -237,3 +242,78 @@ def test_a_candidate_that_never_finishes_is_stopped(gpu, hand_rows):
         stuck, fine = s.score_many(pairs)
     assert stuck.failed.name == "run" and "did not finish within 20 s" in stuck.failed.detail, stuck.stages
     assert fine.reached == "run", fine.failed
+
+
+def test_the_scrub_poisons_shared_memory(cuda_device):
+    """eval/shared_scrub.py on this device: a kernel that reads shared memory it never wrote
+    finds the last launch's leftover without the scrub (printed: a GPU need not keep it),
+    and the scrub's word of each guard fill with it, in every block.  Runs in the dry run
+    too (CUDAGEN_GPU_DRY_RUN=1: Warp's CPU tile arena)."""
+    from cudagen_data import warp_boundary
+    from cudagen_data.eval.shared_scrub import CANARY_MARKER, SCRUB_WORDS, leftovers, shared_scrub
+
+    dev = warp_boundary.warp().get_device(cuda_device)
+    blocks = 4 if dev.is_cpu else 2 * dev.sm_count
+    bare = leftovers(cuda_device, blocks)
+    print(f"without the scrub: {100 * np.mean(bare == CANARY_MARKER):.0f}% of the words read are the last launch's")
+    scrub = shared_scrub(cuda_device)
+    for fill, word in SCRUB_WORDS.items():
+        got = leftovers(cuda_device, blocks, scrub=scrub, fill=fill)
+        values, counts = np.unique(got, return_counts=True)
+        assert np.all(got == word), (fill, {hex(int(v)): int(n) for v, n in zip(values, counts, strict=True)})
+
+
+SHARED_SUM = ("""import warp as wp
+
+TILE = wp.constant(64)
+
+@wp.kernel
+def tile_shared_sum(x: wp.array(dtype=wp.float32), total: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    t = wp.tile_load(x, shape=TILE, offset=i * TILE, storage="shared")
+    wp.tile_atomic_add(total, wp.tile_sum(t))
+""", (kernel_rows._arr("x", "float32", (256,)), kernel_rows._arr("total", "float32", (1,), "out")),
+      (4,), 64)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def shared_sum_row(gpu):
+    """A 1-D shared tile of 64 on 64 lanes: every lane loads one element (Warp copies a 1-D
+    tile element by element, on the GPU too)."""
+    kernel_rows.KERNELS["shared_sum"] = SHARED_SUM
+    try:
+        (row,) = kernel_rows.make_rows(["shared_sum"])
+    finally:
+        del kernel_rows.KERNELS["shared_sum"]
+    return row
+
+
+def test_a_lane_that_skips_its_shared_load_fails_on_the_gpu(gpu, shared_sum_row, scorer):
+    """All but the last element of a tile sum whose every lane loads an element into shared
+    memory: its last lane's slot holds what was there before.  Right after the row's own
+    kernel ran on the same inputs, that is the right value (printed: whether the judge
+    without the scrub passes it that way); with the scrub before every launch it reads
+    poison, and the judge, as it runs, rejects it."""
+    from cudagen_data.eval.reference import compute_reference
+    from cudagen_data.eval.run import candidate_kernel, judge_set, planned_runs, run_guarded
+    from cudagen_data.eval.shared_scrub import shared_scrub
+
+    row = shared_sum_row
+    mutant = next(m for m in make_partial_mutants(row) if m.kind == "partial_all_but_last_element")
+    (sc,) = scorer.score_many([(row, Candidate(row["id"], mutant.forward))])
+    assert sc.failed is not None and sc.failed.name == "run", sc.stages
+    ref = compute_reference(row, seed=scorer.seed)
+    with candidate_kernel(row, row["cuda_forward"], None, gpu) as (own, _):
+        with candidate_kernel(row, mutant.forward, None, gpu) as (cut, _):
+
+            def judged(scrub) -> list[str]:
+                for s, fill, _ in planned_runs(ref):
+                    run_guarded(s.spec, own, gpu, s.inputs, {}, False, fill)  # the launch before: right, same inputs
+                    got = run_guarded(s.spec, cut, gpu, s.inputs, {}, False, fill, scrub=scrub)
+                    if failures := judge_set(ref, s, got, outputs_only=True):
+                        return failures
+                return []
+
+            bare = judged(None)
+            print(f"without the scrub, after the row's own launch: {'fails: ' + bare[0] if bare else 'PASSES'}")
+            assert judged(shared_scrub(gpu))
