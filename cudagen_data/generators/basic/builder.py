@@ -104,6 +104,7 @@ class Var:
     loop_depth: int  # number of enclosing loops at declaration
     block_depth: int  # number of enclosing blocks (if/loop) at declaration
     uses: int = 0
+    moving: bool = False  # declared in a loop body from values that change between its iterations
 
 
 @dataclass
@@ -267,8 +268,22 @@ class KernelBuilder:
             text = f"{e.type.ctor}({e.text})"
         self.emit(f"{name} = {text}")
         v = self.var_expr(name, e)
-        self.vars[name] = Var(name, v, len(self.loops), self.block_depth)
+        self.vars[name] = Var(name, v, len(self.loops), self.block_depth, moving=self.reads_moving(text))
         return v
+
+    def moving_names(self) -> set[str]:
+        """Names whose values change from one iteration of the innermost loop to the next:
+        its variable and the locals of its body computed from them."""
+        if not self.loops:
+            return set()
+        level = len(self.loops)
+        return {e.text for e in self.loop_vars[-1:]} | {
+            n for n, v in self.vars.items() if v.loop_depth >= level and v.moving
+        }
+
+    def reads_moving(self, text: str) -> bool:
+        """Whether ``text`` reads a value that changes between iterations of the innermost loop."""
+        return bool(self.loops) and not self.moving_names().isdisjoint(_IDENT.findall(text))
 
     def unused_vars(self) -> list[Var]:
         return [v for v in self.vars.values() if v.uses == 0 and v.name not in self.locked]
@@ -310,6 +325,7 @@ class KernelBuilder:
         if in_loop:
             self._record_loop_update(name, op, e, decay)
             return
+        var.moving = var.moving or self.reads_moving(self.lines[-1])
         old = var.expr
         if op == "=":
             new = e

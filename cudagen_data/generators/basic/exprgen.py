@@ -194,6 +194,8 @@ class ExprGen:
         e = fn(self, t, depth)
         if e is None or e.literal or e.type != t:
             return None  # an all-constant subtree is noise: constant-folding material
+        if e.collapsed:
+            return None  # inputs went in and nothing of them came out (Expr.collapsed)
         if e.size > self.max_size:
             return None  # keep expressions readable; larger computations use named locals
         return e if e.op else e.with_(op=name)

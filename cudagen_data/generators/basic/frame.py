@@ -19,6 +19,7 @@ from .builder import Arg, KernelBuilder
 from .exprgen import ExprGen
 from .features import extract_features
 from .funcs import call_new_helper, helper_hook_for
+from .liveness import live_arguments
 from .names import NOUNS
 from .stmts import TIERS, BodyGen, Profile, index_role, role_for
 from .wtypes import F32, WType
@@ -154,12 +155,20 @@ class Frame:
 
     def outputs_ok(self) -> bool:
         """Every per-thread output varies and is finite on the sample threads (plus any
-        check a category registered for other outputs)."""
+        check a category registered for other outputs), and every input reaches an output."""
         for out in self.body.outputs:
             vals = self.body.out_vals.get(out.name)
             if vals is None or not np.all(np.isfinite(vals)) or not nm.is_varying(vals):
                 return False
-        return all(check() for check in self.extra_checks)
+        return all(check() for check in self.extra_checks) and not self.dead_inputs()
+
+    def dead_inputs(self) -> list[str]:
+        """Input arguments that no output depends on, whatever the values (liveness.py): read
+        only by statements whose results nothing stores (issue #23)."""
+        args = self.kept_args()
+        outputs = {a.name for a in args if a.kind == "array" and a.role != "in"}
+        live = live_arguments(self.source(), self.kernel_name, outputs)
+        return [a.name for a in args if a.role == "in" and a.name not in live]
 
     def require_any(self, needles: tuple[str, ...]) -> None:
         """Reject (and regenerate) the kernel unless its source contains one of ``needles``

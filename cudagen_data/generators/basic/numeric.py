@@ -61,6 +61,18 @@ def is_varying(vals: Vals | None) -> bool:
     return bool(np.all(np.any(spread > 1e-5 * scale, axis=1)))
 
 
+def is_live(vals: Vals | None) -> bool:
+    """Whether the value differs anywhere among the samples (threads or worlds): it depends
+    on some input, a thread index or a scalar parameter (which is the same for every
+    thread of a world, but not between worlds)."""
+    if vals is None or vals.shape[0] <= 1:
+        return False
+    flat = vals.reshape(vals.shape[0], -1)
+    spread = np.max(flat, axis=0) - np.min(flat, axis=0)
+    scale = np.maximum(1.0, np.max(np.abs(flat), axis=0))
+    return bool(np.any(spread > 1e-5 * scale))
+
+
 def finite(vals: Vals | None) -> bool:
     return vals is None or bool(np.all(np.isfinite(vals)))
 
