@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from ...sizes import FIXED_SIZE, LAUNCH_STEP
 from ...spec import KernelSpec
 from ._common import (
     Code,
@@ -191,21 +192,46 @@ class _Grid:
         return v
 
 
-def _thread_cell(rng, names: Names, sizes: Sizes, code: Code, dims: int, grid, layout: str, launch_form: str, x: str):
-    """Emit thread -> cell index; (index names, extent expressions, launch dimensions)."""
+EXTENT_NAMES = (("nx", "height", "ni", "rows"), ("ny", "width", "nj", "cols"), ("nz", "depth", "nk", "planes"))
+
+
+def _extents(rng, sizes: Sizes, grid, layout: str, launch_form: str, x: str) -> tuple[list[str], str]:
+    """The grid's extent along each axis as the kernel reads it, and why the kernel runs at
+    one size only ("": it runs at others).
+
+    Other sizes grow the launch's first axis (sizes.py), so only the grid's first extent
+    changes: it comes from the array (``x.shape[0]``; ``x.shape[0] // row`` for a flat
+    array), from an int argument (with a thread per cell, where the launch's first axis is
+    the grid's), or, rarely, from a wp.constant, which fixes the kernel's size.  The other
+    extents stay the same at every size: the array's shape, a literal or a constant (an
+    argument only where its value differs from the first extent, which a resize grows)."""
+    dims = len(grid)
+    exprs = [""] * dims
+    for a in range(1, dims):
+        if layout == "nd":
+            how = choice(rng, [f"{x}.shape[{a}]", "literal", "const"], [0.5, 0.3, 0.2])
+        else:
+            how = choice(rng, ["literal", "const", "arg"], [0.45, 0.35, 0.2 if grid[a] != grid[0] else 0.0])
+        exprs[a] = sizes.named(f"n{a}", grid[a], how, EXTENT_NAMES[a])
+    if layout == "nd":
+        shape = f"{x}.shape[0]"
+    else:
+        row = exprs[1] if dims == 2 else f"({exprs[1]} * {exprs[2]})"
+        shape = f"({x}.shape[0] // {row})"  # parenthesised: it is used inside other expressions
+    how = choice(rng, [shape, "arg", "const"], [0.65, 0.3 if launch_form == "nd" else 0.0, 0.05])
+    exprs[0] = sizes.named("n0", grid[0], how, EXTENT_NAMES[0])
+    fixed = ""
+    if how == "const":
+        fixed = f"the grid's extent along the launch's first axis is wp.constant {exprs[0]} = {grid[0]}"
+    return exprs, fixed
+
+
+def _thread_cell(names: Names, code: Code, dims: int, grid, launch_form: str, dim_exprs: list[str]):
+    """Emit thread -> cell index; (index names, launch dimensions)."""
     idx = [names(*c) for c in (("i", "y", "row", "z"), ("j", "x0", "col", "yy"), ("k", "l", "zz", "c"))][:dims]
-    dim_exprs = [
-        sizes.get(
-            f"n{a}",
-            grid[a],
-            f"{x}.shape[{a}]" if layout == "nd" else None,
-            [["nx", "height", "ni", "rows"], ["ny", "width", "nj", "cols"], ["nz", "depth", "nk", "planes"]][a],
-        )
-        for a in range(dims)
-    ]
     if launch_form == "nd":
         code(f"{', '.join(idx)} = wp.tid()")
-        return idx, dim_exprs, grid
+        return idx, grid
     t = names("tid", "cell", "lin", "gid")
     code(f"{t} = wp.tid()")
     if dims == 2:
@@ -216,7 +242,7 @@ def _thread_cell(rng, names: Names, sizes: Sizes, code: Code, dims: int, grid, l
             f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
             f"{idx[2]} = {t} % {dim_exprs[2]}",
         )
-    return idx, dim_exprs, (int(np.prod(grid)),)
+    return idx, (int(np.prod(grid)),)
 
 
 def _offset_names(names: Names, dims: int) -> list[str]:
@@ -337,17 +363,19 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         grid = tuple(choice(rng, [4, 5, 6]) for _ in range(3))
     radius = 2 if op == "cross4" else (2 if (op in ("box", "conv", "maxf") and dims == 2 and coin(rng, 0.2)) else 1)
     layout = choice(rng, ["nd", "flat"], [0.75, 0.25])
-    launch_form = choice(rng, ["nd", "linear"], [0.75, 0.25])
+    # a linear launch walks a flat array (one over a 2-D array could not grow by rows)
+    launch_form = choice(rng, ["nd", "linear"]) if layout == "flat" else "nd"
     update = choice(rng, ["direct", "residual", "scaled"], [0.5, 0.3, 0.2]) if op != "maxf" else "direct"
 
     x = names("x", "field", "u", "grid", "src", "phi", "img")
     out = names("out", "result", "dst", "u_next", "y", "filtered")
     w = names("w", "weights", "kernel_w", "taps") if op == "conv" else None
     alpha = names("alpha", "dt", "coef", "rate") if update != "direct" else None
-    sizes = Sizes(rng, names, p_shape=0.5 if layout == "nd" else 0.0, p_arg=0.3)
+    sizes = Sizes(rng, names)
     code = Code(1)
     funcs: list[str] = []
-    idx, dim_exprs, launch = _thread_cell(rng, names, sizes, code, dims, grid, layout, launch_form, x)
+    dim_exprs, fixed = _extents(rng, sizes, grid, layout, launch_form, x)
+    idx, launch = _thread_cell(names, code, dims, grid, launch_form, dim_exprs)
     g = _Grid(code, ft, dims, layout, boundary, x, idx, dim_exprs)
     g.access, g.fix_name, g.sample_name = _boundary_access(rng, names, ft, boundary, layout, dims, funcs)
     g.clamp_form = choice(rng, ["clamp", "minmax"])
@@ -365,6 +393,10 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         "w": w,
         "alpha": alpha,
     }
+    if fixed:
+        params[FIXED_SIZE] = fixed
+    if launch_form == "linear":
+        params[LAUNCH_STEP] = int(np.prod(grid[1:]))  # the launch covers whole rows of the grid
     rad_args = _operator(rng, names, g, op, radius, w, acc, params)
 
     center = g.center(x)
@@ -399,9 +431,12 @@ def _shift(xp: np.ndarray, r: int, off, grid) -> np.ndarray:
 
 def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     p = spec.params
-    grid = tuple(p["grid"])
     dims, op = p["dims"], p["op"]
-    x = as_f64(inputs[p["x"]]).reshape(grid)
+    x = as_f64(inputs[p["x"]])
+    # the first extent from the input (it changes with the size the kernel runs at)
+    rest = tuple(int(n) for n in p["grid"][1:])
+    grid = (x.size // int(np.prod(rest)), *rest)
+    x = x.reshape(grid)
     r = 2 if op == "cross4" else int(p["radius"])
     xp = np.pad(x, r, mode=_PAD[p["boundary"]])
     if op in ("laplace", "cross4", "box", "conv"):
