@@ -10,6 +10,8 @@ Each check is run on the wrong thing it must catch:
   a production that builds one is refused;
 - updates: ``x += x * -1.0`` (self-cancelling), ``x = e`` over a value nothing read (a dead
   store), ``for s in range(rounds): arg = q`` (an idempotent loop body);
+- probe worlds (numeric.PROBES): an input whose redraw changes no output on the sample
+  threads (``a[i] + 0.0 * b[i]``, which no static check sees) makes the generator redraw;
 - generated kernels of every basic category have none of these.
 """
 
@@ -26,6 +28,7 @@ import pytest
 from cudagen_data.execution import execute_specs
 from cudagen_data.generators import generate
 from cudagen_data.generators.basic import arithmetic, ops
+from cudagen_data.generators.basic import numeric as nm
 from cudagen_data.generators.basic.builder import KernelBuilder
 from cudagen_data.generators.basic.expr import Expr, const
 from cudagen_data.generators.basic.exprgen import ExprGen
@@ -162,6 +165,41 @@ def test_a_production_that_collapses_is_refused():
     healthy = ops.add(b, const(I32, 3))
     assert _gen_with(lambda g, t, d: collapsed).production(I32, 1) is None
     assert _gen_with(lambda g, t, d: healthy).production(I32, 1).text == "b + 3"
+
+
+# ----------------------------------------------------------------------------- probe worlds
+
+
+def _frame_writing(text_of, vals_of):
+    """A frame with inputs a, b and one output written from ``text_of(a, b)`` whose sample
+    values are ``vals_of(a, b)`` (Exprs of the thread's elements)."""
+    f = standard_frame(
+        np.random.default_rng(3), "arithmetic", arithmetic.PROFILE, (F32,), (F32,), dims=(1,), n_in=(2, 2), n_out=(1, 1)
+    )
+    a, b = [f.kb.element(x) for x in f.kb.args if x.role == "in"]
+    (out,) = f.body.outputs
+    f.kb.emit(f"{out.name}[{f.kb.center}] = {text_of(a, b)}")
+    f.body.out_vals[out.name] = f.kb.full(vals_of(a, b))
+    return f
+
+
+def test_an_input_whose_redraw_changes_no_output_is_caught():
+    blind = _frame_writing(lambda a, b: f"{a.text} + 0.0 * {b.text}", lambda a, b: a.vals + 0.0 * b.vals)
+    b_name = blind.kb.args[1].name
+    assert blind.dead_inputs() == []  # the static check reads b in the text
+    assert blind.unread_on_samples() == [b_name] and not blind.outputs_ok()
+    both = _frame_writing(lambda a, b: f"{a.text} + {b.text}", lambda a, b: a.vals + b.vals)
+    assert both.unread_on_samples() == [] and both.outputs_ok()
+
+
+def test_probe_worlds_redraw_one_input_and_choices_read_the_independent_draws():
+    f = _frame_writing(lambda a, b: a.text, lambda a, b: a.vals)
+    a, b = [x for x in f.kb.args if x.role == "in"]
+    assert a.probe != b.probe and a.data.shape[0] == nm.TOTAL
+    for w in range(nm.WORLDS, nm.TOTAL):
+        assert np.array_equal(a.data[w], a.data[0]) == (w != nm.WORLDS + a.probe)
+    x = f.kb.element(a)
+    assert nm.draws(x.vals).shape[0] == x.vals.shape[0] // nm.TOTAL * nm.WORLDS
 
 
 # ----------------------------------------------------------------------------- updates

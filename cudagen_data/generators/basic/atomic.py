@@ -72,6 +72,7 @@ class Sinks:
 
     def add(self, arg: Arg, start: np.ndarray) -> None:
         self.records[arg.name] = (start, [])
+        self.f.world_outputs[arg.name] = lambda w, name=arg.name: self.accumulated(name, w)
 
     def contribute(self, arg: Arg, slots: np.ndarray, vals: np.ndarray, how: str) -> None:
         kb = self.f.kb
@@ -79,23 +80,29 @@ class Sinks:
         vals = kb.full(np.asarray(vals, dtype=float))
         self.records[arg.name][1].append((kb.world, slots, vals, how))
 
+    def accumulated(self, name: str, w: int) -> np.ndarray:
+        """The accumulator ``name`` after the sample threads of world ``w`` added to it."""
+        start, contribs = self.records[name]
+        acc = start[w].copy().astype(float)
+        for world, slots, vals, how in contribs:
+            sel = world == w
+            for s, v in zip(slots[sel], vals[sel], strict=False):
+                if how == "add":
+                    acc[s] += v
+                elif how == "max":
+                    acc[s] = np.maximum(acc[s], v)
+                elif how == "min":
+                    acc[s] = np.minimum(acc[s], v)
+                elif how == "or":
+                    acc[s] = float(int(acc[s]) | int(v))
+        return acc
+
     def check(self) -> bool:
         """In every sample world the accumulated array differs from its start and (if it has
         several slots) is not constant."""
-        for start, contribs in self.records.values():
+        for name, (start, _) in self.records.items():
             for w in range(nm.WORLDS):
-                acc = start[w].copy().astype(float)
-                for world, slots, vals, how in contribs:
-                    sel = world == w
-                    for s, v in zip(slots[sel], vals[sel], strict=False):
-                        if how == "add":
-                            acc[s] += v
-                        elif how == "max":
-                            acc[s] = np.maximum(acc[s], v)
-                        elif how == "min":
-                            acc[s] = np.minimum(acc[s], v)
-                        elif how == "or":
-                            acc[s] = float(int(acc[s]) | int(v))
+                acc = self.accumulated(name, w)
                 if not np.all(np.isfinite(acc)) or np.array_equal(acc, start[w]):
                     return False
                 flat = acc.reshape(acc.shape[0], -1)
@@ -132,7 +139,7 @@ def _sink_reduce(f: Frame, sinks: Sinks) -> None:
     k = int(pick(rng, (1, 1, 2, 4, 8)))
     k = max(1, min(k, n_threads // 4))
     arr = kb.add_array("accum", t, (k,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, k) + t.shape))
+    sinks.add(arr, np.zeros((nm.TOTAL, k) + t.shape))
     lin = kb.tid_exprs[0].vals.astype(np.int64)
     if k == 1:
         index, slots = "0", np.zeros_like(lin)
@@ -152,7 +159,7 @@ def _sink_histogram(f: Frame, sinks: Sinks) -> None:
     kb, rng = f.kb, f.rng
     x = _value(f, F32)
     nb = int(pick(rng, (4, 8, 10, 16)))
-    lo, hi = nm.stable(np.min(x.vals)), nm.stable(np.max(x.vals))
+    lo, hi = nm.stable(np.min(nm.draws(x.vals))), nm.stable(np.max(nm.draws(x.vals)))
     if not hi > lo:
         return
     lo_t, span = float(f"{lo:.2g}"), float(f"{(hi - lo) * 1.05:.2g}")
@@ -172,7 +179,7 @@ def _sink_histogram(f: Frame, sinks: Sinks) -> None:
     weighted = rng.random() < 0.4
     t = F32 if weighted else I32
     arr = kb.add_array("accum", t, (nb,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, nb)))
+    sinks.add(arr, np.zeros((nm.TOTAL, nb)))
     if weighted:
         w = _value(f, F32)
         _atomic_call(f, "add", arr, bv.text, w)
@@ -191,7 +198,7 @@ def _sink_scatter(f: Frame, sinks: Sinks) -> None:
     index = kb.element(idx_arr)
     v = _value(f, F32)
     arr = kb.add_array("accum", F32, (m,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, m)))
+    sinks.add(arr, np.zeros((nm.TOTAL, m)))
     if rng.random() < 0.5:
         slot = index  # the domain guarantees 0 <= idx < m
         text = slot.text
@@ -206,7 +213,7 @@ def _sink_minmax(f: Frame, sinks: Sinks) -> None:
     """Running minimum / maximum across threads (start value beyond the data)."""
     kb, rng = f.kb, f.rng
     v = _value(f, F32)
-    if len(np.unique(v.vals)) < 0.5 * len(v.vals):
+    if len(np.unique(nm.draws(v.vals))) < 0.5 * len(nm.draws(v.vals)):
         # a value with few distinct levels makes every slot's extreme the same level
         return _sink_reduce(f, sinks)
     fn = pick(rng, ("max", "min"))
@@ -217,7 +224,7 @@ def _sink_minmax(f: Frame, sinks: Sinks) -> None:
     # the start lies on the far side of every value the thread can produce
     dom = (lo - 20.0, lo - 10.0) if fn == "max" else (hi + 10.0, hi + 20.0)
     arr = kb.add_array("accum", F32, (k,), "inout", (float(f"{dom[0]:.3g}"), float(f"{dom[1]:.3g}")))
-    start = arr.data.reshape(3, k)
+    start = arr.data.reshape(nm.TOTAL, k)
     sinks.add(arr, start)
     kb.emit(f"wp.atomic_{fn}({arr.name}, {index}, {v.text})")
     sinks.contribute(arr, slots, v.vals, fn)
@@ -235,7 +242,7 @@ def _sink_bits(f: Frame, sinks: Sinks) -> None:
     bv = kb.declare("local_int", bit)
     index, slots, k = _group_slots(f)
     arr = kb.add_array("accum", I32, (k,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, k)))
+    sinks.add(arr, np.zeros((nm.TOTAL, k)))
     kb.emit(f"wp.atomic_or({arr.name}, {index}, 1 << {bv.text})")
     sinks.contribute(arr, slots, 2.0**bv.vals, "or")
 
@@ -274,7 +281,7 @@ def _sink_columns(f: Frame, sinks: Sinks) -> None:
     n = kb.launch[axis]
     v = _value(f, F32)
     arr = kb.add_array("accum", F32, (n,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, n)))
+    sinks.add(arr, np.zeros((nm.TOTAL, n)))
     _atomic_call(f, "add", arr, kb.tid[axis], v)
     sinks.contribute(arr, kb.tid_exprs[axis].vals, v.vals, "add")
 

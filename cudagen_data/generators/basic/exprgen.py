@@ -247,7 +247,7 @@ class ExprGen:
     # ------------------------------------------------------------------ conditions
     def threshold(self, e: Expr) -> Expr:
         """A literal that splits ``e``'s sample values (strictly inside their range)."""
-        vals = e.vals.reshape(-1) if e.vals is not None else np.array([e.iv.lo, e.iv.hi])
+        vals = nm.draws(e.vals).reshape(-1) if e.vals is not None else np.array([e.iv.lo, e.iv.hi])
         lo, hi = nm.stable(np.min(vals)), nm.stable(np.max(vals))
         if e.type.is_int:
             if hi - lo >= 2:

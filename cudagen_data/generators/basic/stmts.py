@@ -68,6 +68,9 @@ def index_role(t: WType) -> str:
 _NESTED_KINDS = ("let", "update", "if", "for", "while", "elem", "helper")
 
 
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+
+
 def _keeps(r: Expr, e: Expr) -> bool:
     """A combination ``r`` of ``e`` and another value that still varies where ``e`` did and
     in which neither side was cancelled (``Expr.collapsed``)."""
@@ -325,7 +328,16 @@ class BodyGen:
             elif not kb.loop_safe(target.expr.iv + e.iv, t):
                 kb.update(target.name, "=", e)
                 continue
-            kb.update(target.name, g.pick(["+=", "+=", "-="]), e)
+            kind = g.pick(["+=", "+=", "-="])
+            if not in_loop:  # rhs = x; x -= rhs would cancel what x held
+                old = target.expr.vals
+                kinds = [
+                    k for k in (kind, "+=") if not _cancels(target.expr, old + e.vals if k == "+=" else old - e.vals)
+                ]
+                if not kinds:
+                    continue
+                kind = kinds[0]
+            kb.update(target.name, kind, e)
 
     def _trip_bound(self) -> int:
         n = 1
@@ -660,7 +672,9 @@ class BodyGen:
                 if c is not None:
                     parts.append(c)
         if not parts or self.rng.random() < 0.3:
-            parts.append(g.gen(t, self.expr_depth()))
+            extra = g.gen(t, self.expr_depth())
+            if not any(p.text == extra.text for p in parts):  # x - y + x: parts must differ
+                parts.append(extra)
         e = parts[0]
         for p in parts[1:]:
             e = self.fold(e, p)
@@ -703,10 +717,12 @@ class BodyGen:
     def fold(self, e: Expr, p: Expr) -> Expr:
         """Combine two values of one type into one (never overflowing, never cancelling)."""
         g, t = self.g, e.type
-        choices = [ops.add, ops.add, ops.sub]
+        # subtracting a value built from what e already holds may cancel it (v - ... - v)
+        overlap = set(_NAME.findall(p.text)) <= set(_NAME.findall(e.text))
+        choices = [ops.add, ops.add] if overlap else [ops.add, ops.add, ops.sub]
         if t.is_scalar and e.iv.mag <= 20 and p.iv.mag <= 20:
             choices.append(ops.mul)
-        for op in (g.pick(choices), ops.add, ops.sub):
+        for op in (g.pick(choices), ops.add) if overlap else (g.pick(choices), ops.add, ops.sub):
             r = op(e, p)
             if r is not None and (not t.is_float or r.iv.mag <= ops.FLOAT_CAP) and _keeps(r, e):
                 return r
