@@ -18,8 +18,16 @@ A resize is a guess, tried under guard: the arrays sit in buffers with a sentine
 (execution.run_kernel's ``guard``), and a size whose run writes past an array (or reads
 NaN from past one), fails the output checks or the category's reference check is left
 out, with the reason in the row's ``size_note``.  A kernel
-whose source fixes its size (a tile of the whole launch, ``wp.constant`` extents) is a
-fixed-size kernel: :func:`fixed_size_reason` says so before anything runs.
+whose source fixes its size is a fixed-size kernel: :func:`fixed_size_reason` says so
+before anything runs (the row's ``size_note`` is then ``fixed size: <reason>``).
+
+What a generator declares in ``params`` (the two keys below are read here, nowhere else):
+
+- ``params[FIXED_SIZE]``: why the kernel runs at one size only, where its source fixes
+  the extent of the launch's first axis (a ``wp.constant`` grid extent: the generator
+  knows which of its constants is that extent; a constant's value alone would not tell);
+- ``params[LAUNCH_STEP]``: the first launch extent must be a multiple of this (a linear
+  launch over a flattened grid covers whole rows); the other sizes are chosen so.
 """
 
 from __future__ import annotations
@@ -31,12 +39,17 @@ from .spec import ArgSpec, KernelSpec
 
 BLOCK = 256  # threads per block of wp.launch on CUDA (Warp's default)
 LARGE, RAGGED = "large", "ragged"
+FIXED_SIZE = "fixed_size"  # params key: why the source fixes the kernel's size
+LAUNCH_STEP = "launch_step"  # params key: the first launch extent is a multiple of this
+_DECLARED = (FIXED_SIZE, LAUNCH_STEP)
 
 
 def fixed_size_reason(spec: KernelSpec) -> str:
     """Why ``spec`` runs at its generated size only ("" when it can be resized)."""
     if not spec.launch_dim or spec.launch_dim[0] < 1:
         return "no launch dimension to grow"
+    if spec.params and spec.params.get(FIXED_SIZE):
+        return str(spec.params[FIXED_SIZE])
     if spec.is_tiled and not any(a.kind == "array" and a.shape[0] % spec.launch_dim[0] == 0 for a in spec.args):
         return "tile kernel whose arrays do not grow with its number of tiles"
     return ""
@@ -45,6 +58,7 @@ def fixed_size_reason(spec: KernelSpec) -> str:
 def size_plan(spec: KernelSpec) -> list[tuple[str, int]]:
     """(label, new first launch extent) of the other sizes."""
     v = int(spec.launch_dim[0])
+    step = int(spec.params.get(LAUNCH_STEP, 1)) if spec.params else 1
     rest = 1
     for d in spec.launch_dim[1:]:
         rest *= int(d)
@@ -53,8 +67,9 @@ def size_plan(spec: KernelSpec) -> list[tuple[str, int]]:
         ragged = v + 1 if v + 1 != large else v + 2
     else:
         ragged = max(v + 1, BLOCK // rest + 1)
+        ragged = -(-ragged // step) * step
         while (ragged * rest) % BLOCK == 0 or ragged == large:
-            ragged += 1
+            ragged += step
     return [(LARGE, large), (RAGGED, ragged)]
 
 
@@ -90,7 +105,7 @@ def alternatives(spec: KernelSpec, n: int) -> list[KernelSpec]:
     outs = [a for a in tied if a.role != "in"]
     ins = [a for a in tied if a.role == "in"][:4]
     extent_all = {v * (a.shape[0] // v): n * (a.shape[0] // v) for a in tied} | {v: n}
-    keys = [k for k, val in spec.params.items() if type(val) is int and val in extent_all][:4]
+    keys = [k for k, val in spec.params.items() if type(val) is int and val in extent_all and k not in _DECLARED][:4]
     combos = sorted(
         ((am, pm) for am in range(2 ** len(ins)) for pm in range(2 ** len(keys))),
         key=lambda c: (bin(c[0]).count("1") + bin(c[1]).count("1"), c),
@@ -120,6 +135,8 @@ def alternatives(spec: KernelSpec, n: int) -> list[KernelSpec]:
 
 
 def _first_grown(key: str, value: Any, chosen: set[str], extent: dict[int, int]) -> Any:
+    if key in _DECLARED:
+        return value
     if type(value) is int:
         return extent.get(value, value) if key in chosen else value
     if isinstance(value, list) and value and type(value[0]) is int:
@@ -139,7 +156,11 @@ def resized(spec: KernelSpec, n: int) -> KernelSpec:
     rows = _row_map(spec, n)
     others = {} if spec.is_tiled else {v: int(n)}
     args = tuple(_resized_arg(a, rows, others) for a in spec.args)
-    params = _resized_params(spec.params, rows) if spec.params else spec.params
+    params = (
+        {k: (val if k in _DECLARED else _resized_params(val, rows)) for k, val in spec.params.items()}
+        if spec.params
+        else spec.params
+    )
     return dataclasses.replace(spec, args=args, launch_dim=(int(n), *spec.launch_dim[1:]), params=params)
 
 

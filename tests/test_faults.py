@@ -153,7 +153,7 @@ def test_a_full_disk_is_one_line_and_the_next_run_resumes(tmp_path, reference, j
     """A file-size limit (RLIMIT_FSIZE) makes the write that crosses it fail as a full disk
     does: with --jsonl it hits the JSONL file, with --no-jsonl a shard's spool."""
     out = tmp_path / "ds"
-    proc = start(out, jsonl, "--workers", "0", preexec_fn=_file_size_limit(150_000))
+    proc = start(out, jsonl, "--workers", "0", preexec_fn=_file_size_limit(250_000))  # a batch of 10 rows: ~100-170 KB
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()

@@ -166,10 +166,9 @@ def test_twin_tolerance_accepts_float32_error_and_rejects_perturbation(rows, ref
     ],
 )
 def test_twin_tolerance_covers_the_h100_float32_differences(category, index, array, gpu_error):
-    from cudagen_data.pipeline.config import ProduceConfig
-    from cudagen_data.pipeline.work import run_batch
-
-    row = run_batch(ProduceConfig(count=1000, categories=(category,), seed=0, batch_size=1), index).outcomes[0].row
+    # the kernel generator 8 made at (seed 0, index), pinned (kernel_rows.H100_TWIN_KERNELS)
+    (row,) = kernel_rows.rows_of([kernel_rows.h100_twin_spec(category, index)], sizes=True)
+    row = row_from_dict(row)
     ref = reference_stage([prepare(0, row)])[0]
     assert ref.twin == "ok", ref.twin
     recorded = np.asarray(recorded_run(row)[1][array])

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 import pytest
 
@@ -18,7 +20,8 @@ from cudagen_data.contracts.reject import RejectReason
 from cudagen_data.contracts.test_vectors import TestVectors
 from cudagen_data.execution import SizedRun, execute_specs, size_note
 from cudagen_data.execution import test_vectors as vectors_of
-from cudagen_data.sizes import BLOCK, fixed_size_reason, other_sizes, resized
+from cudagen_data.generators import generate
+from cudagen_data.sizes import BLOCK, FIXED_SIZE, LAUNCH_STEP, fixed_size_reason, other_sizes, resized, size_plan
 from cudagen_data.spec import ArgSpec, KernelSpec
 from cudagen_data.stages import GradientCheckStage, Item
 
@@ -276,3 +279,56 @@ def test_sized_spec_rebuilds_the_spec_of_a_set(label):
     sized = vset.sized_spec(SCALE)
     (want,) = [s for lbl, s, _, _ in other_sizes(SCALE) if lbl == label]
     assert sized.launch_dim == want.launch_dim and [a.shape for a in sized.args] == [a.shape for a in want.args]
+
+
+# ----------------------------------------------------------------------------- fixed sizes, stencils
+
+
+def _stencils(want, n=400):
+    """Generated stencil specs (seed 0) for which ``want(spec)`` holds."""
+    return [s for s in (generate("stencil", 0, i) for i in range(n)) if want(s)]
+
+
+def _run_checked(specs):
+    more = [
+        [
+            SizedRun(lbl, sized, guard=guard, alternatives=tuple(alts))
+            for lbl, sized, guard, alts in other_sizes(s, True)
+        ]
+        for s in specs
+    ]
+    return execute_specs(specs, more=more)
+
+
+def test_a_kernel_whose_constant_fixes_its_extent_says_so():
+    """A stencil whose grid extent along the launch's first axis is a wp.constant: the
+    generator declares it, no other size is tried, the row's size_note says why (the stats
+    count it as fixed-size); and the declaration is true: run at the other sizes anyway
+    (every guess at its arguments), the kernel fails each one."""
+    spec = _stencils(lambda s: s.params.get(FIXED_SIZE))[0]
+    reason = fixed_size_reason(spec)
+    assert "wp.constant" in reason and f"{reason.split()[-3]} = wp.constant(" in spec.python_source
+    assert other_sizes(spec, True) == []
+    (run,) = _run_checked([spec])
+    assert run.ok and size_note(run, reason) == f"fixed size: {reason}"
+    undeclared = dataclasses.replace(spec, params={k: v for k, v in spec.params.items() if k != FIXED_SIZE})
+    assert not fixed_size_reason(undeclared)
+    (forced,) = _run_checked([undeclared])
+    assert forced.ok and [r.ok for _, _, r in forced.more_sizes] == [False, False]
+
+
+def test_a_linear_launch_over_a_flat_grid_grows_by_whole_rows():
+    spec = _stencils(lambda s: LAUNCH_STEP in s.params and not s.params.get(FIXED_SIZE))[0]
+    step = spec.params[LAUNCH_STEP]
+    plan = dict(size_plan(spec))
+    assert all(n % step == 0 for n in plan.values())
+    assert plan["ragged"] > BLOCK and plan["ragged"] % BLOCK != 0
+    (run,) = _run_checked([spec])
+    assert run.ok and size_note(run, "") == "", size_note(run, "")
+
+
+def test_stencils_take_their_extents_from_the_arrays_and_run_at_every_size():
+    specs = _stencils(lambda s: not s.params.get(FIXED_SIZE), n=12)
+    runs = _run_checked(specs)
+    notes = [(s.index, size_note(r, "")) for s, r in zip(specs, runs, strict=True) if not r.ok or size_note(r, "")]
+    assert not notes

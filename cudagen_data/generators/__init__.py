@@ -22,8 +22,11 @@ from .differentiable import THREAD_BOUND, adjoint_hazard, declare_forward_only, 
 # 4: kernels stay inside what Warp differentiates correctly, issue #12; 5: fewer
 # forward-only atomic kernels; 6: moe top-k selection loops not unrolled; 7: no by-value scalar
 # argument that the kernel never reads, sizes read from array shapes, issue #23; 8: no backward
-# through a loop whose trip count depends on the thread, tile_scan_max/min forward-only, issue #26).
-GENERATOR_VERSION = "8"
+# through a loop whose trip count depends on the thread, tile_scan_max/min forward-only, issue #26;
+# 9: basic kernels whose every input reaches an output (no dead stores, self-cancelling updates,
+# collapsed expressions or idempotent loop bodies; atomic extremes and bit masks over a few
+# threads each), stencil extents from the arrays (issue #23)).
+GENERATOR_VERSION = "9"
 
 REDRAWS = 8  # draws after the first while a kernel's adjoint would be wrong
 

@@ -72,6 +72,7 @@ class Sinks:
 
     def add(self, arg: Arg, start: np.ndarray) -> None:
         self.records[arg.name] = (start, [])
+        self.f.world_outputs[arg.name] = lambda w, name=arg.name: self.accumulated(name, w)
 
     def contribute(self, arg: Arg, slots: np.ndarray, vals: np.ndarray, how: str) -> None:
         kb = self.f.kb
@@ -79,23 +80,29 @@ class Sinks:
         vals = kb.full(np.asarray(vals, dtype=float))
         self.records[arg.name][1].append((kb.world, slots, vals, how))
 
+    def accumulated(self, name: str, w: int) -> np.ndarray:
+        """The accumulator ``name`` after the sample threads of world ``w`` added to it."""
+        start, contribs = self.records[name]
+        acc = start[w].copy().astype(float)
+        for world, slots, vals, how in contribs:
+            sel = world == w
+            for s, v in zip(slots[sel], vals[sel], strict=False):
+                if how == "add":
+                    acc[s] += v
+                elif how == "max":
+                    acc[s] = np.maximum(acc[s], v)
+                elif how == "min":
+                    acc[s] = np.minimum(acc[s], v)
+                elif how == "or":
+                    acc[s] = float(int(acc[s]) | int(v))
+        return acc
+
     def check(self) -> bool:
         """In every sample world the accumulated array differs from its start and (if it has
         several slots) is not constant."""
-        for start, contribs in self.records.values():
+        for name, (start, _) in self.records.items():
             for w in range(nm.WORLDS):
-                acc = start[w].copy().astype(float)
-                for world, slots, vals, how in contribs:
-                    sel = world == w
-                    for s, v in zip(slots[sel], vals[sel], strict=False):
-                        if how == "add":
-                            acc[s] += v
-                        elif how == "max":
-                            acc[s] = np.maximum(acc[s], v)
-                        elif how == "min":
-                            acc[s] = np.minimum(acc[s], v)
-                        elif how == "or":
-                            acc[s] = float(int(acc[s]) | int(v))
+                acc = self.accumulated(name, w)
                 if not np.all(np.isfinite(acc)) or np.array_equal(acc, start[w]):
                     return False
                 flat = acc.reshape(acc.shape[0], -1)
@@ -132,7 +139,7 @@ def _sink_reduce(f: Frame, sinks: Sinks) -> None:
     k = int(pick(rng, (1, 1, 2, 4, 8)))
     k = max(1, min(k, n_threads // 4))
     arr = kb.add_array("accum", t, (k,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, k) + t.shape))
+    sinks.add(arr, np.zeros((nm.TOTAL, k) + t.shape))
     lin = kb.tid_exprs[0].vals.astype(np.int64)
     if k == 1:
         index, slots = "0", np.zeros_like(lin)
@@ -147,11 +154,12 @@ def _sink_reduce(f: Frame, sinks: Sinks) -> None:
 
 
 def _sink_histogram(f: Frame, sinks: Sinks) -> None:
-    """Bin a value into nb bins: counts (int) or weights (float)."""
-    kb, g, rng = f.kb, f.gen, f.rng
-    x = g.varying_leaf(F32) or _value(f, F32)
+    """Bin a value into nb bins: counts (int) or weights (float).  The binned value folds in
+    the locals computed so far (binning a bare input would leave them reaching nothing)."""
+    kb, rng = f.kb, f.rng
+    x = _value(f, F32)
     nb = int(pick(rng, (4, 8, 10, 16)))
-    lo, hi = nm.stable(np.min(x.vals)), nm.stable(np.max(x.vals))
+    lo, hi = nm.stable(np.min(nm.draws(x.vals))), nm.stable(np.max(nm.draws(x.vals)))
     if not hi > lo:
         return
     lo_t, span = float(f"{lo:.2g}"), float(f"{(hi - lo) * 1.05:.2g}")
@@ -171,7 +179,7 @@ def _sink_histogram(f: Frame, sinks: Sinks) -> None:
     weighted = rng.random() < 0.4
     t = F32 if weighted else I32
     arr = kb.add_array("accum", t, (nb,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, nb)))
+    sinks.add(arr, np.zeros((nm.TOTAL, nb)))
     if weighted:
         w = _value(f, F32)
         _atomic_call(f, "add", arr, bv.text, w)
@@ -190,7 +198,7 @@ def _sink_scatter(f: Frame, sinks: Sinks) -> None:
     index = kb.element(idx_arr)
     v = _value(f, F32)
     arr = kb.add_array("accum", F32, (m,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, m)))
+    sinks.add(arr, np.zeros((nm.TOTAL, m)))
     if rng.random() < 0.5:
         slot = index  # the domain guarantees 0 <= idx < m
         text = slot.text
@@ -205,47 +213,63 @@ def _sink_minmax(f: Frame, sinks: Sinks) -> None:
     """Running minimum / maximum across threads (start value beyond the data)."""
     kb, rng = f.kb, f.rng
     v = _value(f, F32)
-    if len(np.unique(v.vals)) < 0.5 * len(v.vals):
+    if len(np.unique(nm.draws(v.vals))) < 0.5 * len(nm.draws(v.vals)):
         # a value with few distinct levels makes every slot's extreme the same level
         return _sink_reduce(f, sinks)
     fn = pick(rng, ("max", "min"))
-    k = int(pick(rng, (1, 1, 2, 4)))
-    k = max(1, min(k, int(np.prod(kb.launch)) // 4))
+    # a few threads per slot: the extreme of many is decided by a few threads, and what
+    # feeds only the others would reach nothing
+    index, slots, k = _group_slots(f)
     lo, hi = v.iv.lo, v.iv.hi
     # the start lies on the far side of every value the thread can produce
     dom = (lo - 20.0, lo - 10.0) if fn == "max" else (hi + 10.0, hi + 20.0)
     arr = kb.add_array("accum", F32, (k,), "inout", (float(f"{dom[0]:.3g}"), float(f"{dom[1]:.3g}")))
-    start = arr.data.reshape(3, k)
+    start = arr.data.reshape(nm.TOTAL, k)
     sinks.add(arr, start)
-    index, slots = (
-        ("0", np.zeros(kb.n_samples)) if k == 1 else (f"{kb.tid[-1]} % {k}", np.fmod(kb.tid_exprs[-1].vals, k))
-    )
     kb.emit(f"wp.atomic_{fn}({arr.name}, {index}, {v.text})")
     sinks.contribute(arr, slots, v.vals, fn)
 
 
 def _sink_bits(f: Frame, sinks: Sinks) -> None:
-    """Set one bit per thread in a few int masks (wp.atomic_or)."""
+    """Set one bit per thread in int masks shared by a few neighbouring threads
+    (wp.atomic_or).  The bit folds in the locals computed so far.  Few threads per mask:
+    with many, every bit of a mask is set whatever the inputs (all-ones, input-blind)."""
     kb, g, rng = f.kb, f.gen, f.rng
-    code = g.varying_leaf(I32)
-    if code is None:
-        x = g.varying_leaf(F32)
-        if x is None:
-            return
-        code = g.to_int(x, I32)
-        if code is None:
-            return
+    code = _value(f, I32)
     bit = ops.int_div("%", g.fit_nonneg(code), const(I32, int(pick(rng, (8, 16, 31)))))
-    if bit is None:
+    if bit is None or not bit.varying:
         return
     bv = kb.declare("local_int", bit)
-    # one mask: with several masks indexed by thread, enough threads would set every bit
-    # in every mask (all masks equal)
-    arr = kb.add_array("accum", I32, (1,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, 1)))
-    index, slots = "0", np.zeros(kb.n_samples)
+    index, slots, k = _group_slots(f)
+    arr = kb.add_array("accum", I32, (k,), "out", (0.0, 0.0))
+    sinks.add(arr, np.zeros((nm.TOTAL, k)))
     kb.emit(f"wp.atomic_or({arr.name}, {index}, 1 << {bv.text})")
     sinks.contribute(arr, slots, 2.0**bv.vals, "or")
+
+
+THREADS_PER_SLOT = 4
+
+
+def _group_slots(f: Frame) -> tuple[str, np.ndarray, int]:
+    """(index text, slot of each sample thread, number of slots): THREADS_PER_SLOT
+    neighbouring threads share an accumulator slot.  Along the first launch axis the slots
+    grow with the launch (a row of slots per index), so the kernel runs at other sizes; a
+    1-D launch clamps the index to its last slot instead."""
+    kb = f.kb
+    ids = [e.vals.astype(np.int64) for e in kb.tid_exprs]
+    if len(kb.launch) == 1:
+        k = -(-kb.launch[0] // THREADS_PER_SLOT)
+        text = f"wp.min({kb.tid[0]} // {THREADS_PER_SLOT}, {k - 1})"
+        return text, np.minimum(ids[0] // THREADS_PER_SLOT, k - 1), k
+    rest = int(np.prod(kb.launch[1:]))
+    per_row = -(-rest // THREADS_PER_SLOT)
+    if len(kb.launch) == 2:
+        inner, inner_ids = kb.tid[1], ids[1]
+    else:
+        inner = f"({kb.tid[1]} * {kb.launch[2]} + {kb.tid[2]})"
+        inner_ids = ids[1] * kb.launch[2] + ids[2]
+    text = f"{kb.tid[0]} * {per_row} + {inner} // {THREADS_PER_SLOT}"
+    return text, ids[0] * per_row + inner_ids // THREADS_PER_SLOT, kb.launch[0] * per_row
 
 
 def _sink_columns(f: Frame, sinks: Sinks) -> None:
@@ -257,7 +281,7 @@ def _sink_columns(f: Frame, sinks: Sinks) -> None:
     n = kb.launch[axis]
     v = _value(f, F32)
     arr = kb.add_array("accum", F32, (n,), "out", (0.0, 0.0))
-    sinks.add(arr, np.zeros((3, n)))
+    sinks.add(arr, np.zeros((nm.TOTAL, n)))
     _atomic_call(f, "add", arr, kb.tid[axis], v)
     sinks.contribute(arr, kb.tid_exprs[axis].vals, v.vals, "add")
 

@@ -55,6 +55,7 @@ class Arg:
     domain: tuple[float, float] = (-1.0, 1.0)
     ndim_style: str = "suffix"  # arrays: "suffix" -> wp.array2d(...), "kw" -> wp.array(..., ndim=2)
     data: np.ndarray | None = field(default=None, repr=False)
+    probe: int | None = None  # the probe world that redraws this input (numeric.PROBES)
 
     @property
     def ndim(self) -> int:
@@ -95,6 +96,24 @@ def draw(rng: np.random.Generator, t: WType, domain: tuple[float, float], shape:
     return rng.uniform(lo, hi, size=full)
 
 
+def draw_worlds(
+    rng: np.random.Generator, t: WType, domain: tuple[float, float], shape: tuple[int, ...], probe: int | None
+) -> np.ndarray:
+    """One draw per world (numeric.py): the independent draws, then the probe worlds, which
+    repeat world 0's, except probe world ``probe`` where this input is drawn again (a
+    different value, for a scalar whose domain has another)."""
+    first = draw(rng, t, domain, (nm.WORLDS,) + tuple(shape))
+    out = np.concatenate([first, np.repeat(first[:1], nm.PROBES, axis=0)])
+    if probe is not None:
+        again = draw(rng, t, domain, (1,) + tuple(shape))[0]
+        for _ in range(8):  # a scalar (or a one-element array) may come out the same
+            if again.size > 1 or not np.array_equal(again, first[0]):
+                break
+            again = draw(rng, t, domain, (1,) + tuple(shape))[0]
+        out[nm.WORLDS + probe] = again
+    return out
+
+
 @dataclass
 class Var:
     """A local variable: what is known about its current value."""
@@ -104,6 +123,7 @@ class Var:
     loop_depth: int  # number of enclosing loops at declaration
     block_depth: int  # number of enclosing blocks (if/loop) at declaration
     uses: int = 0
+    moving: bool = False  # declared in a loop body from values that change between its iterations
 
 
 @dataclass
@@ -170,19 +190,25 @@ class KernelBuilder:
         ndim_style = "kw" if self.rng.random() < 0.25 else "suffix"
         arg = Arg(name or self.names.fresh(role_pool), "array", t, tuple(shape), role, domain, ndim_style)
         if role != "out":
-            arg.data = draw(self.rng, t, domain, (nm.WORLDS,) + tuple(shape))  # one draw per sample world
+            arg.probe = self._probe_slot() if role == "in" else None
+            arg.data = draw_worlds(self.rng, t, domain, tuple(shape), arg.probe)  # one draw per sample world
         self.args.append(arg)
         return arg
 
     def add_scalar(self, role_pool: str, t: WType, domain: tuple[float, float]) -> tuple[Arg, Expr]:
         arg = Arg(self.names.fresh(role_pool), "scalar", t, (), "in", domain)
-        arg.data = draw(self.rng, t, domain, (nm.WORLDS,))
+        arg.probe = self._probe_slot()
+        arg.data = draw_worlds(self.rng, t, domain, (), arg.probe)
         self.args.append(arg)
         return arg, self.param_expr(arg)
 
+    def _probe_slot(self) -> int:
+        """Inputs take the probe worlds in turn (more inputs than probes share them)."""
+        return sum(a.probe is not None for a in self.args) % nm.PROBES
+
     def param_expr(self, arg: Arg) -> Expr:
         """A scalar parameter: the same value for every thread of a world."""
-        per_thread = max(1, self.n_samples // nm.WORLDS)
+        per_thread = max(1, self.n_samples // nm.TOTAL)
         vals = np.repeat(arg.data, per_thread, axis=0) if self.n_samples > 1 else arg.data[:1]
         return Expr(arg.name, arg.type, arg.interval, vals=vals)
 
@@ -198,10 +224,11 @@ class KernelBuilder:
         self.emit(f"{', '.join(self.tid)} = wp.tid()")
         total = int(np.prod(dims))
         n = min(MAX_SAMPLES, total)
-        linear = np.concatenate([np.sort(self.rng.choice(total, size=n, replace=False)) for _ in range(nm.WORLDS)])
-        self.world = np.repeat(np.arange(nm.WORLDS), n)
+        drawn = [np.sort(self.rng.choice(total, size=n, replace=False)) for _ in range(nm.WORLDS)]
+        linear = np.concatenate(drawn + [drawn[0]] * nm.PROBES)  # probe worlds: world 0's threads
+        self.world = np.repeat(np.arange(nm.TOTAL), n)
         self.sample_ids = tuple(np.unravel_index(linear, dims))
-        self.n_samples = n * nm.WORLDS
+        self.n_samples = n * nm.TOTAL
         self.active = np.ones(self.n_samples, dtype=bool)
         self.tid_exprs = tuple(
             Expr(name, WType("int32"), Interval(0, d - 1), vals=ids.astype(float))
@@ -267,8 +294,22 @@ class KernelBuilder:
             text = f"{e.type.ctor}({e.text})"
         self.emit(f"{name} = {text}")
         v = self.var_expr(name, e)
-        self.vars[name] = Var(name, v, len(self.loops), self.block_depth)
+        self.vars[name] = Var(name, v, len(self.loops), self.block_depth, moving=self.reads_moving(text))
         return v
+
+    def moving_names(self) -> set[str]:
+        """Names whose values change from one iteration of the innermost loop to the next:
+        its variable and the locals of its body computed from them."""
+        if not self.loops:
+            return set()
+        level = len(self.loops)
+        return {e.text for e in self.loop_vars[-1:]} | {
+            n for n, v in self.vars.items() if v.loop_depth >= level and v.moving
+        }
+
+    def reads_moving(self, text: str) -> bool:
+        """Whether ``text`` reads a value that changes between iterations of the innermost loop."""
+        return bool(self.loops) and not self.moving_names().isdisjoint(_IDENT.findall(text))
 
     def unused_vars(self) -> list[Var]:
         return [v for v in self.vars.values() if v.uses == 0 and v.name not in self.locked]
@@ -310,6 +351,7 @@ class KernelBuilder:
         if in_loop:
             self._record_loop_update(name, op, e, decay)
             return
+        var.moving = var.moving or self.reads_moving(self.lines[-1])
         old = var.expr
         if op == "=":
             new = e

@@ -10,6 +10,11 @@ facts the builders need to keep code well-posed and outputs non-degenerate:
 - ``unit``: a unit vector / unit quaternion / rotation matrix: ``wp.length`` of it, or
   ``wp.determinant`` of it, is a constant.
 - ``det_lo``: a lower bound on ``|det|`` of a matrix, so ``wp.inverse`` is well-conditioned.
+- ``collapsed``: somewhere inside, an operation turned values that depend on the inputs
+  into one that does not (``c % wp.max(b, 1)`` with ``c`` a multiple of ``b``; a cast
+  that truncates a narrow range to one integer; ``wp.where`` whose condition never
+  changes, ``wp.max`` whose one side always wins): the inputs it read reach nothing
+  (issue #23), so the generator does not emit it.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class Expr:
     unit: bool = False
     det_lo: float = 0.0
     op: str = ""  # the production that built it (to avoid e.g. a cast of a cast)
+    collapsed: bool = False
     # values on the sample threads (see numeric.py); None only for text-only helpers
     vals: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -89,6 +95,15 @@ class Expr:
         if cached is None:
             cached = numeric.is_varying(self.vals)
             object.__setattr__(self, "_varying", cached)
+        return cached
+
+    @property
+    def live(self) -> bool:
+        """Whether the value differs anywhere among the samples (threads or worlds)."""
+        cached = self.__dict__.get("_live")
+        if cached is None:
+            cached = self.varying or numeric.is_live(self.vals)
+            object.__setattr__(self, "_live", cached)
         return cached
 
     def with_(self, **changes) -> Expr:
@@ -131,7 +146,8 @@ def combine(text: str, t: WType, iv: Interval, *parts: Expr, prec: int = PREC_AT
     """An expression built from ``parts``: size summed, a literal (compile-time constant)
     if every part is, varying if its sample values differ between threads."""
     hint = None if vals is not None else any(p.varying for p in parts)
-    return Expr(
+    collapsed = facts.pop("collapsed", False) or any(p.collapsed for p in parts)
+    e = Expr(
         text,
         t,
         iv,
@@ -140,5 +156,9 @@ def combine(text: str, t: WType, iv: Interval, *parts: Expr, prec: int = PREC_AT
         size=1 + sum(p.size for p in parts),
         literal=bool(parts) and all(p.literal for p in parts),
         vals=vals,
+        collapsed=collapsed,
         **facts,
     )
+    if not collapsed and vals is not None and not e.live and any(p.live for p in parts):
+        e = replace(e, collapsed=True)  # inputs went in, a constant came out
+    return e

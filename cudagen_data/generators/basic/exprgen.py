@@ -194,6 +194,8 @@ class ExprGen:
         e = fn(self, t, depth)
         if e is None or e.literal or e.type != t:
             return None  # an all-constant subtree is noise: constant-folding material
+        if e.collapsed:
+            return None  # inputs went in and nothing of them came out (Expr.collapsed)
         if e.size > self.max_size:
             return None  # keep expressions readable; larger computations use named locals
         return e if e.op else e.with_(op=name)
@@ -245,7 +247,7 @@ class ExprGen:
     # ------------------------------------------------------------------ conditions
     def threshold(self, e: Expr) -> Expr:
         """A literal that splits ``e``'s sample values (strictly inside their range)."""
-        vals = e.vals.reshape(-1) if e.vals is not None else np.array([e.iv.lo, e.iv.hi])
+        vals = nm.draws(e.vals).reshape(-1) if e.vals is not None else np.array([e.iv.lo, e.iv.hi])
         lo, hi = nm.stable(np.min(vals)), nm.stable(np.max(vals))
         if e.type.is_int:
             if hi - lo >= 2:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from .builder import Arg, KernelBuilder
 from .exprgen import ExprGen
 from .features import extract_features
 from .funcs import call_new_helper, helper_hook_for
+from .liveness import live_arguments
 from .names import NOUNS
 from .stmts import TIERS, BodyGen, Profile, index_role, role_for
 from .wtypes import F32, WType
@@ -107,6 +109,9 @@ class Frame:
         self.body.new_helper = call_new_helper
         self.gen.helper_hook = helper_hook_for(self.body)
         self.extra_checks: list = []  # callables -> bool, for outputs a category writes itself
+        # output name -> its sample values in a world, for outputs a category writes itself
+        # (per-thread outputs come from BodyGen.out_vals)
+        self.world_outputs: dict[str, Callable[[int], np.ndarray]] = {}
 
     # ------------------------------------------------------------------ arguments
     def max_threads_for(self, types: list[WType]) -> int:
@@ -154,12 +159,44 @@ class Frame:
 
     def outputs_ok(self) -> bool:
         """Every per-thread output varies and is finite on the sample threads (plus any
-        check a category registered for other outputs)."""
+        check a category registered for other outputs), and every input reaches an output."""
         for out in self.body.outputs:
             vals = self.body.out_vals.get(out.name)
             if vals is None or not np.all(np.isfinite(vals)) or not nm.is_varying(vals):
                 return False
-        return all(check() for check in self.extra_checks)
+        return all(check() for check in self.extra_checks) and not self.dead_inputs() and not self.unread_on_samples()
+
+    def unread_on_samples(self) -> list[str]:
+        """Inputs whose probe world (numeric.PROBES: world 0 with that input redrawn) leaves
+        every output as it is in world 0 on the sample threads: what the runtime judge
+        (inputs_matter.py) would call unused.  [] where an output's samples are not followed."""
+        kb = self.kb
+        if kb.n_samples < nm.TOTAL:
+            return []
+        outputs = {}
+        for a in kb.args:
+            if a.kind == "array" and a.role != "in":
+                if a.name in self.body.out_vals:
+                    outputs[a.name] = lambda w, v=self.body.out_vals[a.name]: nm.world_block(v, w)
+                elif a.name in self.world_outputs:
+                    outputs[a.name] = self.world_outputs[a.name]
+                else:
+                    return []
+        base = {name: get(0) for name, get in outputs.items()}
+        read = set()
+        for probe in {a.probe for a in kb.args if a.probe is not None}:
+            world = nm.WORLDS + probe
+            if any(not _same(get(world), base[name]) for name, get in outputs.items()):
+                read.add(probe)
+        return [a.name for a in self.kept_args() if a.probe is not None and a.probe not in read and _perturbable(a)]
+
+    def dead_inputs(self) -> list[str]:
+        """Input arguments that no output depends on, whatever the values (liveness.py): read
+        only by statements whose results nothing stores (issue #23)."""
+        args = self.kept_args()
+        outputs = {a.name for a in args if a.kind == "array" and a.role != "in"}
+        live = live_arguments(self.source(), self.kernel_name, outputs)
+        return [a.name for a in args if a.role == "in" and a.name not in live]
 
     def require_any(self, needles: tuple[str, ...]) -> None:
         """Reject (and regenerate) the kernel unless its source contains one of ``needles``
@@ -241,6 +278,17 @@ class Frame:
             features=extract_features(src, tree),
             params=params or {},
         )
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal up to what float32 outputs would show (NaN where a thread wrote nothing)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(1.0, float(np.nanmax(np.abs(b)))) if b.size and not np.all(np.isnan(b)) else 1.0
+    return bool(np.allclose(a, b, rtol=1e-6, atol=1e-7 * scale, equal_nan=True))
+
+
+def _perturbable(a: Arg) -> bool:
+    return a.role == "in" and a.domain[0] < a.domain[1]
 
 
 def ensure_float_io(in_types: list[WType], out_types: list[WType]) -> None:

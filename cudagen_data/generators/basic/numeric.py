@@ -31,6 +31,26 @@ _ND = NormalDist()
 # ``vals`` is world-major.  A value "varies" only if it varies among the threads of every
 # world: one lucky draw of a parameter must not make a constant look like data.
 WORLDS = 3
+# After them come PROBES probe worlds: world 0's draw and sample threads with one input
+# redrawn (the input's ``probe`` slot, builder.draw_worlds).  An input whose probe world
+# leaves every output as in world 0 reaches no output on the samples (Frame.unread_inputs,
+# the runtime judge's question, issue #23).  Choices read the independent draws only (draws()).
+PROBES = 9
+TOTAL = WORLDS + PROBES
+
+
+def draws(vals: Vals) -> Vals:
+    """The samples of the independent draws (without the probe worlds)."""
+    n = vals.shape[0]
+    if n % TOTAL or n < TOTAL:
+        return vals
+    return vals[: n // TOTAL * WORLDS]
+
+
+def world_block(vals: Vals, world: int) -> Vals:
+    """The samples of one world."""
+    n = vals.shape[0] // TOTAL
+    return vals[world * n : (world + 1) * n]
 
 
 def stable(x: float) -> float:
@@ -41,7 +61,7 @@ def stable(x: float) -> float:
 
 
 def quantile(vals: Vals, q: float) -> float:
-    return stable(np.quantile(vals, q))
+    return stable(np.quantile(draws(vals), q))
 
 
 def const_vals(value: float, comp_shape: tuple[int, ...] = ()) -> Vals:
@@ -53,12 +73,25 @@ def is_varying(vals: Vals | None) -> bool:
     every world."""
     if vals is None or vals.shape[0] <= 1:
         return False
+    vals = draws(vals)
     n = vals.shape[0]
     worlds = WORLDS if n % WORLDS == 0 and n >= 2 * WORLDS else 1
     flat = vals.reshape(worlds, n // worlds, -1)
     spread = np.max(flat, axis=1) - np.min(flat, axis=1)
     scale = np.maximum(1.0, np.max(np.abs(flat), axis=1))
     return bool(np.all(np.any(spread > 1e-5 * scale, axis=1)))
+
+
+def is_live(vals: Vals | None) -> bool:
+    """Whether the value differs anywhere among the samples (threads or worlds): it depends
+    on some input, a thread index or a scalar parameter (which is the same for every
+    thread of a world, but not between worlds)."""
+    if vals is None or vals.shape[0] <= 1:
+        return False
+    flat = vals.reshape(vals.shape[0], -1)
+    spread = np.max(flat, axis=0) - np.min(flat, axis=0)
+    scale = np.maximum(1.0, np.max(np.abs(flat), axis=0))
+    return bool(np.any(spread > 1e-5 * scale))
 
 
 def finite(vals: Vals | None) -> bool:
@@ -305,4 +338,5 @@ def sample_spread(vals: Vals | None) -> float:
     """How much a value varies over the sample threads (axis 0 of ``vals``)."""
     if vals is None or vals.shape[0] <= 1:
         return 0.0
+    vals = draws(vals)
     return stable(np.max(np.ptp(vals.reshape(vals.shape[0], -1), axis=0)))

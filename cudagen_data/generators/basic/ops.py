@@ -104,7 +104,10 @@ def _is_numeric(t: WType) -> bool:
 def add(a: Expr, b: Expr) -> Expr | None:
     if a.type != b.type or not _is_numeric(a.type):
         return None
-    return _result(binop_text("+", a, b), a.type, a.iv + b.iv, a, b, vals=a.vals + b.vals, prec=BINOP_PREC["+"])
+    vals = a.vals + b.vals
+    return _result(
+        binop_text("+", a, b), a.type, a.iv + b.iv, a, b, vals=vals, prec=BINOP_PREC["+"], collapsed=_cancel(vals, a, b)
+    )
 
 
 def sub(a: Expr, b: Expr) -> Expr | None:
@@ -113,7 +116,26 @@ def sub(a: Expr, b: Expr) -> Expr | None:
     iv = a.iv - b.iv
     if a.type.is_unsigned and iv.lo < 0:
         return None
-    return _result(binop_text("-", a, b), a.type, iv, a, b, vals=a.vals - b.vals, prec=BINOP_PREC["-"])
+    vals = a.vals - b.vals
+    return _result(
+        binop_text("-", a, b), a.type, iv, a, b, vals=vals, prec=BINOP_PREC["-"], collapsed=_cancel(vals, a, b)
+    )
+
+
+CANCEL_RATIO = 0.1
+
+
+def _spread(vals: np.ndarray) -> float:
+    flat = vals.reshape(vals.shape[0], -1)
+    return float(np.max(np.max(flat, axis=0) - np.min(flat, axis=0)))
+
+
+def _cancel(vals, a: Expr, b: Expr) -> bool:
+    """A sum or difference of two values that depend on the inputs and that spreads far less
+    than either: they (mostly) cancel (``k - (k - p // n)``), and what they read is lost."""
+    if a.vals is None or b.vals is None or vals is None or not (a.live and b.live):
+        return False
+    return _spread(np.asarray(vals)) < CANCEL_RATIO * min(_spread(a.vals), _spread(b.vals))
 
 
 def neg(a: Expr) -> Expr | None:
@@ -325,6 +347,8 @@ def where(c: Expr, a: Expr, b: Expr, style: str = "where") -> Expr | None:
     iv = a.iv.union(b.iv)
     facts = {"unit": a.unit and b.unit, "min_norm": min(a.min_norm, b.min_norm), "det_lo": min(a.det_lo, b.det_lo)}
     vals = nm.select(c.vals, a.vals, b.vals)
+    if c.vals is not None and not c.live:  # one side is never taken: what it reads reaches nothing
+        facts["collapsed"] = (b if bool(np.all(c.vals)) else a).live
     if style == "where":
         return _result(call_text("wp.where", c, a, b), a.type, iv, c, a, b, vals=vals, **facts)
     text = f"{a.wrap(PREC_TERNARY + 1)} if {c.wrap(PREC_TERNARY + 1)} else {b.wrap(PREC_TERNARY)}"
@@ -456,7 +480,7 @@ def binary_fn(fn: str, a: Expr, b: Expr) -> Expr | None:
             return None
         iv = a.iv.min_with(b.iv) if fn == "min" else a.iv.max_with(b.iv)
         vals = np.minimum(a.vals, b.vals) if fn == "min" else np.maximum(a.vals, b.vals)
-        return _result(call_text(f"wp.{fn}", a, b), t, iv, a, b, vals=vals)
+        return _result(call_text(f"wp.{fn}", a, b), t, iv, a, b, vals=vals, collapsed=_one_side_wins(vals, a, b))
     if not t.is_scalar or not t.is_float:
         return None
     if fn == "atan2":
@@ -469,6 +493,17 @@ def binary_fn(fn: str, a: Expr, b: Expr) -> Expr | None:
             call_text("wp.copysign", a, b), t, Interval(-a.iv.mag, a.iv.mag), a, b, vals=np.copysign(a.vals, b.vals)
         )
     return None
+
+
+def _one_side_wins(vals: np.ndarray, a: Expr, b: Expr) -> bool:
+    """``wp.min``/``wp.max`` whose result is one operand on every sample while the other,
+    which depends on the inputs, never decides it."""
+    if a.vals is None or b.vals is None:
+        return False
+    for keep, lose in ((a, b), (b, a)):
+        if lose.live and np.array_equal(np.broadcast_to(keep.vals, vals.shape), vals):
+            return not np.array_equal(np.broadcast_to(lose.vals, vals.shape), vals)
+    return False
 
 
 def clamp(x: Expr, lo: Expr, hi: Expr) -> Expr | None:
@@ -622,11 +657,21 @@ def vec_reduce(fn: str, v: Expr) -> Expr | None:
         return None
     if fn in ("min", "max"):
         vals = np.min(v.vals, axis=-1) if fn == "min" else np.max(v.vals, axis=-1)
-        return _result(call_text(f"wp.{fn}", v), t.component(), v.iv, v, vals=vals)
+        return _result(call_text(f"wp.{fn}", v), t.component(), v.iv, v, vals=vals, collapsed=_never_wins(fn, v))
     if fn in ("argmin", "argmax"):
         vals = (np.argmin(v.vals, axis=-1) if fn == "argmin" else np.argmax(v.vals, axis=-1)).astype(float)
         return _result(call_text(f"wp.{fn}", v), WType("uint32"), Interval(0, t.length - 1), v, vals=vals)
     return None
+
+
+def _never_wins(fn: str, v: Expr) -> bool:
+    """``wp.min(v)`` / ``wp.max(v)`` with a component that depends on the inputs but is never
+    the smallest (largest): what it reads reaches nothing."""
+    if v.vals is None or v.vals.shape[0] <= 1:
+        return False
+    comps = v.vals.reshape(v.vals.shape[0], -1)
+    winners = set(np.argmin(comps, axis=1) if fn == "min" else np.argmax(comps, axis=1))
+    return any(k not in winners and nm.is_live(comps[:, k]) for k in range(comps.shape[1]))
 
 
 def normalize(v: Expr, smooth: bool = False) -> Expr | None:

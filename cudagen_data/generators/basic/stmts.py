@@ -68,6 +68,21 @@ def index_role(t: WType) -> str:
 _NESTED_KINDS = ("let", "update", "if", "for", "while", "elem", "helper")
 
 
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+
+
+def _keeps(r: Expr, e: Expr) -> bool:
+    """A combination ``r`` of ``e`` and another value that still varies where ``e`` did and
+    in which neither side was cancelled (``Expr.collapsed``)."""
+    return (r.varying or not e.varying) and not r.collapsed
+
+
+def _cancels(old: Expr, new_vals: np.ndarray | None) -> bool:
+    """An update whose result no longer depends on what the variable held (``x += -x``,
+    ``n += 4 - n``): it varied (or depended on a parameter) and the new value does not."""
+    return (old.varying and not nm.is_varying(new_vals)) or (old.live and not nm.is_live(new_vals))
+
+
 class BodyGen:
     def __init__(self, kb: KernelBuilder, gen: ExprGen, profile: Profile, tier: str):
         self.kb = kb
@@ -146,8 +161,8 @@ class BodyGen:
         in_loop = var.loop_depth < len(kb.loops)
         if in_loop:
             kb.locked.setdefault(var.name, len(kb.loops))  # the update may not read the variable itself
-        old = var.expr
-        kinds = ["+=", "+=", "-=", "set"]
+        # a value nothing has read yet is not overwritten (it would be dead: issue #23)
+        kinds = ["+=", "+=", "-=", "set"] if var.uses else ["+=", "+=", "-="]
         if t.is_scalar and not in_loop and (t.is_float or t.is_int):
             kinds.append("*=")
         if t.is_scalar or t.is_vector:
@@ -156,62 +171,125 @@ class BodyGen:
             kinds.append("decay")
         kind = g.pick(kinds)
         d = max(1, self.expr_depth() - 1)
+        if kind in ("+=", "-="):
+            return self._accumulate(var, kind, d, nest)
+        if kind == "*=":
+            return self._scale(var, d, nest)
+        if kind == "minmax":
+            return self._min_max(var, d, nest)
+        if kind == "decay":
+            return self._decay(var, d, nest)
+        return self._reassign(var, d, nest)
+
+    def _fresh(self, var, t: WType, d: int) -> Expr:
+        """A new expression for an update of ``var``: one that varies if ``var`` does not yet."""
+        return self.g.gen_varying(t, d) if not var.expr.varying else self.g.gen(t, d)
+
+    def _accumulate(self, var, kind: str, d: int, nest: int) -> bool:
+        """``x += e`` / ``x -= e``, with a contribution small enough for the loops around it."""
+        kb, g = self.kb, self.g
+        t, old = var.expr.type, var.expr
+        in_loop = var.loop_depth < len(kb.loops)
         # per-iteration contributions stay small enough that K iterations stay in range
         step_mag = 50.0 if not in_loop else max(1.0, 200.0 / self._trip_bound())
-        # an update of a value that does not vary yet should bring in data that does
-        fresh = g.gen_varying if not old.varying else g.gen
-        if kind in ("+=", "-="):
-            e = fresh(t, d)
-            e = g.fit_mag(e, step_mag) if t.is_float else e
-            if (t.is_unsigned or ops.same(e, old)) and kind == "-=":
-                kind = "+="
-            if not in_loop:
-                new_iv = old.iv + e.iv if kind == "+=" else old.iv - e.iv
-                if not kb.loop_safe(new_iv, t) or (t.is_unsigned and new_iv.lo < 0):
-                    return self._fallback_update(var, nest)
-            elif t.is_int:
-                # an integer accumulated over a loop must stay far from overflow
-                if e.iv.mag * self._trip_bound() > ops.INT_CAP[t.scalar] / 4:
-                    return self._fallback_update(var, nest)
-            kb.update(var.name, kind, e)
-            return True
-        if kind == "*=":
-            e = g.gen(t, d)
-            if t.is_float:
-                e = g.fit_within(e, -2.0, 2.0)
-            else:
-                e = g.fit_within(e, -3, 3) if not t.is_unsigned else g.lit(t, 2, 3)
-            if not kb.loop_safe(old.iv * e.iv, t) or (t.is_unsigned and (old.iv * e.iv).lo < 0):
+        # e does not read x: x += e - x, x -= x + e would drop what x held (issue #23)
+        e = self._not_reading(var, lambda: self._fresh(var, t, d))
+        e = g.fit_mag(e, step_mag) if t.is_float else e
+        if (t.is_unsigned or ops.same(e, old)) and kind == "-=":
+            kind = "+="
+        if not in_loop:
+            new_iv = old.iv + e.iv if kind == "+=" else old.iv - e.iv
+            if not kb.loop_safe(new_iv, t) or (t.is_unsigned and new_iv.lo < 0):
                 return self._fallback_update(var, nest)
-            if old.varying and not nm.is_varying(old.vals * e.vals):
-                return self._fallback_update(var, nest)  # e.g. scaling by 0
-            kb.update(var.name, "*=", e)
-            return True
-        if kind == "minmax":
-            e = g.gen(t, d)
-            fn = g.pick(["min", "max"])
-            r = ops.binary_fn(fn, old, e)
-            if r is None or (not in_loop and not r.varying and old.varying):
+            if _cancels(old, old.vals + e.vals if kind == "+=" else old.vals - e.vals):
+                return self._fallback_update(var, nest)  # x += x * -1.0, n += 4 - n: the old value is gone
+        elif t.is_int:
+            # an integer accumulated over a loop must stay far from overflow
+            if e.iv.mag * self._trip_bound() > ops.INT_CAP[t.scalar] / 4:
                 return self._fallback_update(var, nest)
-            kb.update(var.name, fn, e, result=r)
-            return True
-        if kind == "decay":
-            c = const(t.component(), float(g.pick([0.5, 0.25, 0.75, 0.9, 0.8, 0.6])))
-            e = g.fit_mag(g.gen(t, d), 20.0)
-            scaled = ops.mul(old, c) if g.chance(0.5) else ops.mul(c, old)
-            r = ops.add(scaled, e)
-            if r is None:
-                return self._fallback_update(var, nest)
-            kb.update(var.name, "decay", e, result=r, decay=c.iv.lo)
-            return True
-        # plain re-assignment from a new expression (may read the old value outside loops)
-        e = fresh(t, d)
+        kb.update(var.name, kind, e)
+        return True
+
+    def _scale(self, var, d: int, nest: int) -> bool:
+        kb, g = self.kb, self.g
+        t, old = var.expr.type, var.expr
+        e = g.gen(t, d)
+        if t.is_float:
+            e = g.fit_within(e, -2.0, 2.0)
+        else:
+            e = g.fit_within(e, -3, 3) if not t.is_unsigned else g.lit(t, 2, 3)
+        if not kb.loop_safe(old.iv * e.iv, t) or (t.is_unsigned and (old.iv * e.iv).lo < 0):
+            return self._fallback_update(var, nest)
+        if old.varying and not nm.is_varying(old.vals * e.vals):
+            return self._fallback_update(var, nest)  # e.g. scaling by 0
+        kb.update(var.name, "*=", e)
+        return True
+
+    def _min_max(self, var, d: int, nest: int) -> bool:
+        """``x = wp.min(x, e)`` / ``wp.max``: in a loop, ``e`` must change between iterations."""
+        kb, g = self.kb, self.g
+        t, old = var.expr.type, var.expr
+        in_loop = var.loop_depth < len(kb.loops)
+        e = self._loop_moving(t, d, g.gen) if in_loop else g.gen(t, d)
+        if e is None:
+            return self._accumulate(var, "+=", d, nest)
+        fn = g.pick(["min", "max"])
+        r = ops.binary_fn(fn, old, e)
+        if r is None or r.collapsed or (not in_loop and not r.varying and old.varying):
+            return self._fallback_update(var, nest)
+        kb.update(var.name, fn, e, result=r)
+        return True
+
+    def _decay(self, var, d: int, nest: int) -> bool:
+        """``x = c * x + e`` in a loop (bounded by e / (1 - c))."""
+        kb, g = self.kb, self.g
+        t, old = var.expr.type, var.expr
+        c = const(t.component(), float(g.pick([0.5, 0.25, 0.75, 0.9, 0.8, 0.6])))
+        e = g.fit_mag(g.gen(t, d), 20.0)
+        scaled = ops.mul(old, c) if g.chance(0.5) else ops.mul(c, old)
+        r = ops.add(scaled, e)
+        if r is None:
+            return self._fallback_update(var, nest)
+        kb.update(var.name, "decay", e, result=r, decay=c.iv.lo)
+        return True
+
+    def _reassign(self, var, d: int, nest: int) -> bool:
+        """Plain re-assignment from a new expression (may read the old value outside loops);
+        in a loop, one that changes between iterations."""
+        kb, g = self.kb, self.g
+        t, old = var.expr.type, var.expr
+        in_loop = var.loop_depth < len(kb.loops)
+        e = self._loop_moving(t, d, lambda t, d: self._fresh(var, t, d)) if in_loop else self._fresh(var, t, d)
+        if e is None:
+            return self._accumulate(var, "+=", d, nest)
         if in_loop and t.is_float and e.iv.mag > 100:
             e = g.fit_mag(e, 50.0)
         if not e.varying and old.varying and not in_loop:
             e = g.mix_in_varying(e)
         kb.update(var.name, "=", e)
         return True
+
+    def _loop_moving(self, t: WType, d: int, make, tries: int = 3) -> Expr | None:
+        """An expression (from ``make(t, d)``) that changes from one iteration of the
+        innermost loop to the next: it reads the loop variable or a local of the loop body.
+        A loop-carried ``x = e`` or ``x = wp.max(x, e)`` with ``e`` the same every iteration
+        is idempotent: the trip count would reach nothing (issue #23)."""
+        for _ in range(tries):
+            e = make(t, d)
+            if self.kb.reads_moving(e.text):
+                return e
+        return None
+
+    def _not_reading(self, var, make):
+        """``make()`` with ``var`` unreadable while it runs."""
+        locked = self.kb.locked
+        if var.name in locked:
+            return make()
+        locked[var.name] = len(self.kb.loops) + 1
+        try:
+            return make()
+        finally:
+            del locked[var.name]
 
     def consume_block_locals(self) -> None:
         """Fold locals of the closing block that nothing read into a variable from outside
@@ -236,7 +314,7 @@ class BodyGen:
             target = g.pick(same or outer)
             e = to_type(g, v.expr, target.expr.type)
             v.uses += 1
-            if e is None:
+            if e is None or e.collapsed:
                 continue
             t = target.expr.type
             if t.is_float:
@@ -250,7 +328,16 @@ class BodyGen:
             elif not kb.loop_safe(target.expr.iv + e.iv, t):
                 kb.update(target.name, "=", e)
                 continue
-            kb.update(target.name, g.pick(["+=", "+=", "-="]), e)
+            kind = g.pick(["+=", "+=", "-="])
+            if not in_loop:  # rhs = x; x -= rhs would cancel what x held
+                old = target.expr.vals
+                kinds = [
+                    k for k in (kind, "+=") if not _cancels(target.expr, old + e.vals if k == "+=" else old - e.vals)
+                ]
+                if not kinds:
+                    continue
+                kind = kinds[0]
+            kb.update(target.name, kind, e)
 
     def _trip_bound(self) -> int:
         n = 1
@@ -259,8 +346,16 @@ class BodyGen:
         return n
 
     def _fallback_update(self, var, nest) -> bool:
+        """A plain re-assignment, where the chosen update would overflow or degenerate; one
+        that keeps the old value if nothing has read it yet (it would be dead otherwise)."""
+        kb = self.kb
         e = self.g.gen_varying(var.expr.type, 1)
-        self.kb.update(var.name, "=", e)
+        if var.uses == 0 and var.loop_depth == len(kb.loops):
+            r = self.fold(var.expr, e)
+            if r is not var.expr and not r.collapsed and not _cancels(var.expr, r.vals):
+                kb.update(var.name, "=", r)
+                return True
+        kb.update(var.name, "=", e)
         return True
 
     def s_elem(self, nest: int) -> None:
@@ -572,16 +667,14 @@ class BodyGen:
         if not early:
             unused = kb.unused_vars()
             take = max(1, int(round(len(unused) * share))) if unused else 0
-            for v in unused[:take]:
-                c = to_type(g, v.expr, t)
+            for e in [v.expr for v in unused[:take]] + self.unread_inputs():
+                c = self._converted(e, t)
                 if c is not None:
-                    parts.append(g.fit_mag(c, 200.0) if t.is_float else c)
-            for leaf in self.unread_inputs():
-                c = to_type(g, leaf, t)
-                if c is not None:
-                    parts.append(g.fit_mag(c, 200.0) if t.is_float else c)
+                    parts.append(c)
         if not parts or self.rng.random() < 0.3:
-            parts.append(g.gen(t, self.expr_depth()))
+            extra = g.gen(t, self.expr_depth())
+            if not any(p.text == extra.text for p in parts):  # x - y + x: parts must differ
+                parts.append(extra)
         e = parts[0]
         for p in parts[1:]:
             e = self.fold(e, p)
@@ -590,6 +683,20 @@ class BodyGen:
         if t.is_float and e.iv.mag > ops.FLOAT_CAP:
             e = g.fit_mag(e, 100.0)
         return e
+
+    def _converted(self, e: Expr, t: WType, tries: int = 3) -> Expr | None:
+        """``e`` as a part of an output of type ``t``: a conversion that keeps what ``e``
+        depends on (not, e.g., a cast that truncates it to one integer)."""
+        g = self.g
+        for _ in range(tries):
+            c = to_type(g, e, t)
+            if c is None:
+                return None
+            if t.is_float:
+                c = g.fit_mag(c, 200.0)
+            if not c.collapsed:
+                return c
+        return None
 
     def unread_inputs(self) -> list[Expr]:
         """Per-thread inputs and scalar parameters the kernel has not read yet."""
@@ -610,20 +717,22 @@ class BodyGen:
     def fold(self, e: Expr, p: Expr) -> Expr:
         """Combine two values of one type into one (never overflowing, never cancelling)."""
         g, t = self.g, e.type
-        choices = [ops.add, ops.add, ops.sub]
+        # subtracting a value built from what e already holds may cancel it (v - ... - v)
+        overlap = set(_NAME.findall(p.text)) <= set(_NAME.findall(e.text))
+        choices = [ops.add, ops.add] if overlap else [ops.add, ops.add, ops.sub]
         if t.is_scalar and e.iv.mag <= 20 and p.iv.mag <= 20:
             choices.append(ops.mul)
-        for op in (g.pick(choices), ops.add, ops.sub):
+        for op in (g.pick(choices), ops.add) if overlap else (g.pick(choices), ops.add, ops.sub):
             r = op(e, p)
-            if r is not None and (not t.is_float or r.iv.mag <= ops.FLOAT_CAP) and (r.varying or not e.varying):
+            if r is not None and (not t.is_float or r.iv.mag <= ops.FLOAT_CAP) and _keeps(r, e):
                 return r
         if t.is_float:
             r = ops.add(g.fit_mag(e, 100.0), g.fit_mag(p, 100.0))
-            if r is not None and (r.varying or not e.varying):
+            if r is not None and _keeps(r, e):
                 return r
         if t.is_scalar or t.is_vector:
             r = ops.binary_fn(g.pick(["max", "min"]), e, p)
-            if r is not None and (r.varying or not e.varying):
+            if r is not None and _keeps(r, e):
                 return r
         return e
 

@@ -208,15 +208,23 @@ class Sizes:
         if not allow_const:
             p[2] = 0.0
         style = choice(self.rng, ["shape", "arg", "const"], p)
-        if style == "shape":
-            expr = shape_of
-        elif style == "const":
+        return self.named(key, value, shape_of if style == "shape" else style, candidates)
+
+    def named(self, key: str, value: int, how: str, candidates: Sequence[str]) -> str:
+        """The expression for size ``key`` given how it reaches the kernel: "arg" (an int
+        argument), "const" (a module constant), "literal", or the expression itself (an
+        array's shape)."""
+        if how == "const":
             expr = self.names(*[c.upper() for c in candidates])
             self.constants.append((expr, str(int(value))))
             self.const_keys.add(key)
-        else:
+        elif how == "arg":
             expr = self.names(*candidates)
             self.scalar_args.append(ArgSpec(expr, "scalar", "int32", domain=(float(value), float(value))))
+        elif how == "literal":
+            expr = str(int(value))
+        else:
+            expr = how
         self._cache[key] = expr
         return expr
 

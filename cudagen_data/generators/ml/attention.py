@@ -65,6 +65,7 @@ class _Qkv:
         self.outputs = [arr(self.out, ft.dtype, (S, Dv), "out")]
         self.scalars: list = []
         self.probs = None
+        self.S, self.Skv, self.Dv = S, Skv, Dv
 
 
 def _scale(rng, names, ft: FloatType, D: int, qkv: _Qkv, sizes: Sizes | None, d_expr: str | None):
@@ -77,6 +78,126 @@ def _scale(rng, names, ft: FloatType, D: int, qkv: _Qkv, sizes: Sizes | None, d_
     if form == "computed" and d_expr:
         return f"{ft.lit(1.0)} / wp.sqrt({ft.cast(d_expr)})", "sqrt"
     return ft.lit(1.0 / math.sqrt(D)), 1.0 / math.sqrt(D)
+
+
+def _score_func(rng, names, ft: FloatType, funcs: list[str]) -> str:
+    """A @wp.func dot product of row r of a with row s of b (appended to ``funcs``); its name."""
+    fname = names("dot_qk", "score", "qk_dot", "row_dot")
+    fbody = Code(1)
+    fbody(f"acc = {ft.zero()}")
+    with loop(fbody, "c", "0", "a.shape[1]", choice(rng, ["range", "range2"])):
+        fbody("acc += a[r, c] * b[s, c]")
+    fbody("return acc")
+    funcs.append(
+        f"@wp.func\ndef {fname}(a: {array_ann(2, ft.ann, 0)}, b: {array_ann(2, ft.ann, 0)}, r: int, s: int):\n"
+        f"{fbody.text()}"
+    )
+    return fname
+
+
+class _Keys:
+    """Query ``i`` against the keys: its scores (through a helper or an inline loop over the
+    head dimension), the loops over keys (bounded by the causal limit or the key count),
+    and the causal mask."""
+
+    def __init__(self, rng, code: Code, ft: FloatType, qkv: _Qkv, i, fname, c, nd, nkv, scale_expr, causal):
+        self.rng, self.code, self.ft, self.qkv, self.i = rng, code, ft, qkv, i
+        self.fname, self.c, self.nd, self.nkv, self.scale_expr, self.causal = fname, c, nd, nkv, scale_expr, causal
+        self.mask_form = None
+
+    def score(self, j: str, into: str):
+        code, qkv, i = self.code, self.qkv, self.i
+        if self.fname:
+            code(f"{into} = {self.fname}({qkv.q}, {qkv.k}, {i}, {j}) * {self.scale_expr}")
+        else:
+            code(f"{into} = {self.ft.zero()}")
+            with loop(code, self.c, "0", self.nd, "range"):
+                code(f"{into} += {qkv.q}[{i}, {self.c}] * {qkv.k}[{j}, {self.c}]")
+            code(f"{into} = {into} * {self.scale_expr}")
+
+    def key_loop(self, j: str, start: str):
+        if self.causal and self.mask_form == "bound":
+            return loop(self.code, j, start, f"{self.i} + 1", choice(self.rng, ["range", "range2"]))
+        return loop(self.code, j, start, self.nkv, choice(self.rng, ["range", "range2", "range3"]))
+
+    def masked(self, sv: str, j: str):
+        if self.causal and self.mask_form == "branch":
+            with self.code.block(f"if {j} > {self.i}:"):
+                self.code(f"{sv} = {self.ft.lit(MASK)}")
+
+    def scored(self, j: str, sc: str):
+        """``sc`` = the (masked) score of key ``j``, inside a key loop."""
+        self.score(j, sc)
+        self.masked(sc, j)
+
+
+def _per_feature(names, code: Code, ft: FloatType, keys: _Keys, qkv: _Qkv, strategy, i, j, m, denom, sc, sc0):
+    """A thread per (query, output feature): two passes over the keys (max, then the
+    weighted sum) or one online pass that rescales as the max grows; the launch."""
+    d = names("d", "feat", "col", "dv")
+    code(f"{i}, {d} = wp.tid()")
+    acc = names("acc", "o_acc", "weighted", "num")
+    keys.score("0", sc0)
+    if strategy == "two_pass":
+        code(f"{m} = {sc0}")
+        with keys.key_loop(j, "1"):
+            keys.scored(j, sc)
+            code(f"{m} = wp.max({m}, {sc})")
+        code(f"{denom} = wp.exp({sc0} - {m})", f"{acc} = {denom} * {qkv.v}[0, {d}]")
+        with keys.key_loop(j, "1"):
+            keys.scored(j, sc)
+            p = names("p", "w", "pij")
+            code(f"{p} = wp.exp({sc} - {m})", f"{denom} += {p}", f"{acc} += {p} * {qkv.v}[{j}, {d}]")
+    else:
+        code(f"{m} = {sc0}", f"{denom} = {ft.cast('1.0')}", f"{acc} = {qkv.v}[0, {d}]")
+        mn, corr, p = names("m_new", "mn", "new_max"), names("corr", "alpha_c", "rescale"), names("p", "w", "pij")
+        with keys.key_loop(j, "1"):
+            keys.scored(j, sc)
+            code(
+                f"{mn} = wp.max({m}, {sc})",
+                f"{corr} = wp.exp({m} - {mn})",
+                f"{p} = wp.exp({sc} - {mn})",
+                f"{denom} = {denom} * {corr} + {p}",
+                f"{acc} = {acc} * {corr} + {p} * {qkv.v}[{j}, {d}]",
+                f"{m} = {mn}",
+            )
+    code(f"{qkv.out}[{i}, {d}] = {acc} / {denom}")
+
+
+def _per_query_probs(names, code: Code, ft: FloatType, keys: _Keys, qkv: _Qkv, sizes: Sizes, i, j, m, denom, sc, sc0):
+    """A thread per query that writes the probabilities P to an output and reads them back
+    for P V."""
+    code(f"{i} = wp.tid()")
+    qkv.probs = names("probs", "attn", "p_out", "weights")
+    qkv.outputs.append(arr(qkv.probs, ft.dtype, (qkv.S, qkv.Skv), "out"))
+    keys.score("0", sc0)
+    code(f"{m} = {sc0}")
+    with keys.key_loop(j, "1"):
+        keys.scored(j, sc)
+        code(f"{m} = wp.max({m}, {sc})")
+    code(f"{denom} = wp.exp({sc0} - {m})")
+    with keys.key_loop(j, "1"):
+        keys.scored(j, sc)
+        code(f"{denom} += wp.exp({sc} - {m})")
+    inv = names("inv_l", "rcp", "norm")
+    code(f"{inv} = {ft.lit(1.0)} / {denom}")
+    with loop(code, j, "0", keys.nkv, "range"):
+        keys.score(j, sc)
+        if keys.causal:
+            with code.block(f"if {j} > {i}:"):
+                code(f"{qkv.probs}[{i}, {j}] = {ft.lit(0.0)}")
+            with code.block("else:"):
+                code(f"{qkv.probs}[{i}, {j}] = wp.exp({sc} - {m}) * {inv}")
+        else:
+            code(f"{qkv.probs}[{i}, {j}] = wp.exp({sc} - {m}) * {inv}")
+    d = names("d", "feat", "col")
+    nv = sizes.get("Dv", qkv.Dv, f"{qkv.v}.shape[1]", ["v_dim", "dv", "d_v"], allow_const=False)
+    acc = names("acc", "o_acc", "total")
+    with loop(code, d, "0", nv, "range"):
+        code(f"{acc} = {ft.zero()}")
+        with loop(code, j, "0", keys.nkv, "range"):
+            code(f"{acc} += {qkv.probs}[{i}, {j}] * {qkv.v}[{j}, {d}]")
+        code(f"{qkv.out}[{i}, {d}] = {acc}")
 
 
 def _loops(rng, names, ft, causal, strategy):
@@ -97,110 +218,19 @@ def _loops(rng, names, ft, causal, strategy):
     # score(i, j): helper function or inline loop
     use_func = coin(rng, 0.5)
     c = names("c", "e", "f", "dd")
-    if use_func:
-        fname = names("dot_qk", "score", "qk_dot", "row_dot")
-        fbody = Code(1)
-        fbody(f"acc = {ft.zero()}")
-        with loop(fbody, "c", "0", "a.shape[1]", choice(rng, ["range", "range2"])):
-            fbody("acc += a[r, c] * b[s, c]")
-        fbody("return acc")
-        funcs.append(
-            f"@wp.func\ndef {fname}(a: {array_ann(2, ft.ann, 0)}, b: {array_ann(2, ft.ann, 0)}, r: int, s: int):\n"
-            f"{fbody.text()}"
-        )
-
-    def score(j: str, into: str):
-        if use_func:
-            code(f"{into} = {fname}({qkv.q}, {qkv.k}, {i}, {j}) * {scale_expr}")
-        else:
-            code(f"{into} = {ft.zero()}")
-            with loop(code, c, "0", nd, "range"):
-                code(f"{into} += {qkv.q}[{i}, {c}] * {qkv.k}[{j}, {c}]")
-            code(f"{into} = {into} * {scale_expr}")
-
-    mask_form = choice(rng, ["bound", "branch"]) if causal else None
-
-    def key_loop(j: str, start: str):
-        if causal and mask_form == "bound":
-            return loop(code, j, start, f"{i} + 1", choice(rng, ["range", "range2"]))
-        return loop(code, j, start, nkv, choice(rng, ["range", "range2", "range3"]))
-
-    def masked(sv: str, j: str):
-        if causal and mask_form == "branch":
-            with code.block(f"if {j} > {i}:"):
-                code(f"{sv} = {ft.lit(MASK)}")
+    fname = _score_func(rng, names, ft, funcs) if use_func else None
+    keys = _Keys(rng, code, ft, qkv, i, fname, c, nd, nkv, scale_expr, causal)
+    keys.mask_form = choice(rng, ["bound", "branch"]) if causal else None
 
     j = names("j", "kj", "key_idx", "s")
     m, denom = names("m", "row_max", "mx"), names("l", "denom", "sum_exp", "z")
     sc, sc0 = names("sc", "score_ij", "logit"), names("s0", "first", "score0")
     if strategy in ("two_pass", "online"):
-        d = names("d", "feat", "col", "dv")
-        code(f"{i}, {d} = wp.tid()")
+        _per_feature(names, code, ft, keys, qkv, strategy, i, j, m, denom, sc, sc0)
         launch = (S, Dv)
-        acc = names("acc", "o_acc", "weighted", "num")
-        score("0", sc0)
-        if strategy == "two_pass":
-            code(f"{m} = {sc0}")
-            with key_loop(j, "1"):
-                score(j, sc)
-                masked(sc, j)
-                code(f"{m} = wp.max({m}, {sc})")
-            code(f"{denom} = wp.exp({sc0} - {m})", f"{acc} = {denom} * {qkv.v}[0, {d}]")
-            with key_loop(j, "1"):
-                score(j, sc)
-                masked(sc, j)
-                p = names("p", "w", "pij")
-                code(f"{p} = wp.exp({sc} - {m})", f"{denom} += {p}", f"{acc} += {p} * {qkv.v}[{j}, {d}]")
-        else:
-            code(f"{m} = {sc0}", f"{denom} = {ft.cast('1.0')}", f"{acc} = {qkv.v}[0, {d}]")
-            mn, corr, p = names("m_new", "mn", "new_max"), names("corr", "alpha_c", "rescale"), names("p", "w", "pij")
-            with key_loop(j, "1"):
-                score(j, sc)
-                masked(sc, j)
-                code(
-                    f"{mn} = wp.max({m}, {sc})",
-                    f"{corr} = wp.exp({m} - {mn})",
-                    f"{p} = wp.exp({sc} - {mn})",
-                    f"{denom} = {denom} * {corr} + {p}",
-                    f"{acc} = {acc} * {corr} + {p} * {qkv.v}[{j}, {d}]",
-                    f"{m} = {mn}",
-                )
-        code(f"{qkv.out}[{i}, {d}] = {acc} / {denom}")
     else:  # probs: write P, then read it back for P V
-        code(f"{i} = wp.tid()")
+        _per_query_probs(names, code, ft, keys, qkv, sizes, i, j, m, denom, sc, sc0)
         launch = (S,)
-        qkv.probs = names("probs", "attn", "p_out", "weights")
-        qkv.outputs.append(arr(qkv.probs, ft.dtype, (S, Skv), "out"))
-        score("0", sc0)
-        code(f"{m} = {sc0}")
-        with key_loop(j, "1"):
-            score(j, sc)
-            masked(sc, j)
-            code(f"{m} = wp.max({m}, {sc})")
-        code(f"{denom} = wp.exp({sc0} - {m})")
-        with key_loop(j, "1"):
-            score(j, sc)
-            masked(sc, j)
-            code(f"{denom} += wp.exp({sc} - {m})")
-        inv = names("inv_l", "rcp", "norm")
-        code(f"{inv} = {ft.lit(1.0)} / {denom}")
-        with loop(code, j, "0", nkv, "range"):
-            score(j, sc)
-            if causal:
-                with code.block(f"if {j} > {i}:"):
-                    code(f"{qkv.probs}[{i}, {j}] = {ft.lit(0.0)}")
-                with code.block("else:"):
-                    code(f"{qkv.probs}[{i}, {j}] = wp.exp({sc} - {m}) * {inv}")
-            else:
-                code(f"{qkv.probs}[{i}, {j}] = wp.exp({sc} - {m}) * {inv}")
-        d = names("d", "feat", "col")
-        nv = sizes.get("Dv", Dv, f"{qkv.v}.shape[1]", ["v_dim", "dv", "d_v"], allow_const=False)
-        acc = names("acc", "o_acc", "total")
-        with loop(code, d, "0", nv, "range"):
-            code(f"{acc} = {ft.zero()}")
-            with loop(code, j, "0", nkv, "range"):
-                code(f"{acc} += {qkv.probs}[{i}, {j}] * {qkv.v}[{j}, {d}]")
-            code(f"{qkv.out}[{i}, {d}] = {acc}")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars + sizes.scalar_args)
     kname = names(
         f"{'causal_' if causal else ''}attention_{strategy}",
@@ -228,7 +258,55 @@ def _loops(rng, names, ft, causal, strategy):
     return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=algo)
 
 
-def _tile(rng, names, ft, causal):
+def _tile_causal_mask(rng, names, code: Code, ft: FloatType, funcs: list[str], s, b, tq, skv):
+    """Mask the score tile ``s`` of query block ``b`` above the diagonal: a @wp.func mapped over
+    the scores with row and column index tiles built from tile_arange."""
+    shape = f"({tq}, {skv})"
+    mfn = names("causal_mask", "mask_future", "apply_mask")
+    sv, r_, c_, r0 = "sv", "r", "c", "r0"
+    body = choice(
+        rng,
+        [
+            f"    if {c_} > {r_} + {r0}:\n        return {ft.lit(MASK)}\n    return {sv}\n",
+            f"    return wp.where({c_} > {r_} + {r0}, {ft.lit(MASK)}, {sv})\n",
+        ],
+    )
+    funcs.append(f"@wp.func\ndef {mfn}({sv}: {ft.ann}, {r_}: int, {c_}: int, {r0}: int):\n{body}")
+    rows, cols = names("rows", "ri", "row_idx"), names("cols", "ci", "col_idx")
+    code(
+        f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), shape={shape})",
+        f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), "
+        f"shape={shape})",
+        f"{s} = wp.tile_map({mfn}, {s}, {rows}, {cols}, wp.tile_full(shape={shape}, value={b} * {tq}, dtype=int))",
+    )
+
+
+def _tile_softmax_pv(rng, names, code: Code, s, tv_t, tq, skv, dv) -> str:
+    """Emit softmax(scores ``s``) times the value tile, normalising before or after the
+    product; the output tile's name."""
+    shape = f"({tq}, {skv})"
+    m, e, denom = names("m", "row_max", "mx"), names("e", "p_num", "ex"), names("l", "denom", "row_sum")
+    code(
+        f"{m} = wp.tile_reduce(wp.max, {s}, axis=1)",
+        f"{e} = wp.tile_map(wp.exp, {s} - wp.tile_broadcast(wp.tile_reshape({m}, shape=({tq}, 1)), shape={shape}))",
+        f"{denom} = wp.tile_sum({e}, axis=1)",
+    )
+    p, o = names("p", "probs_t", "attn"), names("o", "out_tile", "ctx")
+    if coin(rng):
+        code(
+            f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape={shape})",
+            f"{o} = wp.tile_matmul({p}, {tv_t})",
+        )
+    else:  # normalise after P V: divide the (TQ, Dv) output rows instead of the probabilities
+        code(
+            f"{o} = wp.tile_matmul({e}, {tv_t})",
+            f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape=({tq}, {dv}))",
+        )
+    return o
+
+
+def _tile_shapes(rng, causal):
+    """(TQ, S, Skv, D, Dv): query rows per tile and the problem, every tile within 256 elements."""
     TQ = choice(rng, [1, 2, 4, 8])
     S = TQ * choice(rng, [1, 2, 4])
     Skv = S if causal or coin(rng, 0.5) else choice(rng, [4, 8, 16])
@@ -241,6 +319,11 @@ def _tile(rng, names, ft, causal):
     S = max(S, TQ)
     if causal:
         Skv = S
+    return TQ, S, Skv, D, Dv
+
+
+def _tile(rng, names, ft, causal):
+    TQ, S, Skv, D, Dv = _tile_shapes(rng, causal)
     qkv = _Qkv(rng, names, ft, S, Skv, D, Dv)
     const = Constants(rng, names)
 
@@ -266,43 +349,9 @@ def _tile(rng, names, ft, causal):
         code(f"{s} = wp.tile_matmul({tq_t}, wp.tile_transpose({tk_t})) * {scale_expr}")
     else:
         code(f"{s} = wp.tile_matmul({tq_t} * {scale_expr}, wp.tile_transpose({tk_t}))")
-    shape = f"({tq}, {skv})"
     if causal:
-        mfn = names("causal_mask", "mask_future", "apply_mask")
-        sv, r_, c_, r0 = "sv", "r", "c", "r0"
-        body = choice(
-            rng,
-            [
-                f"    if {c_} > {r_} + {r0}:\n        return {ft.lit(MASK)}\n    return {sv}\n",
-                f"    return wp.where({c_} > {r_} + {r0}, {ft.lit(MASK)}, {sv})\n",
-            ],
-        )
-        funcs.append(f"@wp.func\ndef {mfn}({sv}: {ft.ann}, {r_}: int, {c_}: int, {r0}: int):\n{body}")
-        rows, cols = names("rows", "ri", "row_idx"), names("cols", "ci", "col_idx")
-        code(
-            f"{rows} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({tq}, dtype=int), shape=({tq}, 1)), "
-            f"shape={shape})",
-            f"{cols} = wp.tile_broadcast(wp.tile_reshape(wp.tile_arange({skv}, dtype=int), shape=(1, {skv})), "
-            f"shape={shape})",
-            f"{s} = wp.tile_map({mfn}, {s}, {rows}, {cols}, wp.tile_full(shape={shape}, value={b} * {tq}, dtype=int))",
-        )
-    m, e, denom = names("m", "row_max", "mx"), names("e", "p_num", "ex"), names("l", "denom", "row_sum")
-    code(
-        f"{m} = wp.tile_reduce(wp.max, {s}, axis=1)",
-        f"{e} = wp.tile_map(wp.exp, {s} - wp.tile_broadcast(wp.tile_reshape({m}, shape=({tq}, 1)), shape={shape}))",
-        f"{denom} = wp.tile_sum({e}, axis=1)",
-    )
-    p, o = names("p", "probs_t", "attn"), names("o", "out_tile", "ctx")
-    if coin(rng):
-        code(
-            f"{p} = {e} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape={shape})",
-            f"{o} = wp.tile_matmul({p}, {tv_t})",
-        )
-    else:  # normalise after P V: divide the (TQ, Dv) output rows instead of the probabilities
-        code(
-            f"{o} = wp.tile_matmul({e}, {tv_t})",
-            f"{o} = {o} / wp.tile_broadcast(wp.tile_reshape({denom}, shape=({tq}, 1)), shape=({tq}, {dv}))",
-        )
+        _tile_causal_mask(rng, names, code, ft, funcs, s, b, tq, skv)
+    o = _tile_softmax_pv(rng, names, code, s, tv_t, tq, skv, dv)
     code(f"wp.tile_store({qkv.out}, {o}, offset=({b} * {tq}, 0))")
     args = order_args(rng, qkv.inputs, qkv.outputs, qkv.scalars)
     kname = names(

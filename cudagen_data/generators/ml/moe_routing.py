@@ -90,6 +90,68 @@ def _select_top_k(rng, names: Names, ft, code: Code, selection: str, L, idx: str
                 code(f"{cnt} += 1")
 
 
+def _router_logits(rng, names: Names, ft, code: Code, sizes: Sizes, fused, T, E, D, t, ne, e_, inputs, outputs):
+    """The router logits: an input, or computed in-kernel as x @ W_router^T and saved to an
+    output; (logits name, router params or None)."""
+    if not fused:
+        logits = names("logits", "scores", "router_logits", "gate_logits")
+        inputs.append(arr(logits, ft.dtype, (T, E), "in", (-3.0, 3.0)))
+        return logits, None
+    x, wr = names("x", "hidden", "tokens", "h"), names("w_router", "router", "gate_proj", "wg")
+    logits = names("logits", "router_logits", "scores_out")
+    inputs += [arr(x, ft.dtype, (T, D)), arr(wr, ft.dtype, (E, D))]
+    outputs.append(arr(logits, ft.dtype, (T, E), "out"))
+    c = names("c", "f", "d")
+    acc = names("acc", "s", "dot")
+    nd = sizes.get("D", D, f"{x}.shape[1]", ["dim", "d_model", "hidden_dim"], allow_const=D <= 8)
+    with loop(code, e_, "0", ne, "range"):
+        code(f"{acc} = {ft.zero()}")
+        with loop(code, c, "0", nd, choice(rng, ["range", "range2"])):
+            code(f"{acc} += {x}[{t}, {c}] * {wr}[{e_}, {c}]")
+        code(f"{logits}[{t}, {e_}] = {acc}")
+    return logits, {"x": x, "w": wr}
+
+
+def _gate_denominator(names: Names, ft, code: Code, gating, L, sel, ne, nk, e_, s_):
+    """Emit the top selected logit and the softmax denominator over the selected experts
+    (directly, or from a full softmax renormalised); (top logit name, denominator name)."""
+    mtop, den = names("m0", "top_logit", "lmax"), names("den", "z", "norm")
+    if gating == "topk_softmax":
+        code(f"{mtop} = {sel('0')}", f"{den} = {ft.cast('1.0')}")
+        with loop(code, s_, "1", nk, "range"):
+            code(f"{den} += wp.exp({sel(s_)} - {mtop})")
+        return mtop, den
+    full = names("full_den", "all_den", "zsum")
+    # accumulators start from the first term: the adjoint replays them without their loops
+    code(f"{mtop} = {sel('0')}", f"{full} = wp.exp({L('0')} - {mtop})")
+    with loop(code, e_, "1", ne, "range"):
+        code(f"{full} += wp.exp({L(e_)} - {mtop})")
+    code(f"{den} = {ft.lit(1.0)} / {full}")
+    with loop(code, s_, "1", nk, "range"):
+        code(f"{den} += wp.exp({sel(s_)} - {mtop}) / {full}")
+    code(f"{den} = {den} * {full}")
+    return mtop, den
+
+
+def _write_gates(rng, names: Names, code: Code, sel, idx, wts, t, s_, nk, mtop, den, scale, dense_name, load_name):
+    """Emit each selected expert's gate weight (optionally scaled), its dense combine weight
+    and its contribution to the expert's load."""
+    g = names("g", "gate", "wk")
+    with loop(code, s_, "0", nk, "range"):
+        code(f"{g} = wp.exp({sel(s_)} - {mtop}) / {den}")
+        if scale:
+            code(f"{g} = {g} * {scale}")
+        code(f"{wts}[{t}, {s_}] = {g}")
+        if dense_name:
+            code(f"{dense_name}[{t}, {idx}[{t}, {s_}]] = {g}")
+        if load_name:
+            code(
+                choice(
+                    rng, [f"wp.atomic_add({load_name}, {idx}[{t}, {s_}], {g})", f"{load_name}[{idx}[{t}, {s_}]] += {g}"]
+                )
+            )
+
+
 def generate(rng: np.random.Generator) -> KernelSpec:
     names = Names(rng)
     ft = pick_float(rng, 0.25)
@@ -120,24 +182,7 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     nk = sizes.get("k", k, None, ["top_k", "k_sel", "n_sel"], allow_const=True)
     sizes.p = saved
     e_ = names("e", "ex", "j", "expert")
-    if fused:
-        x, wr = names("x", "hidden", "tokens", "h"), names("w_router", "router", "gate_proj", "wg")
-        logits = names("logits", "router_logits", "scores_out")
-        inputs += [arr(x, ft.dtype, (T, D)), arr(wr, ft.dtype, (E, D))]
-        outputs.append(arr(logits, ft.dtype, (T, E), "out"))
-        c = names("c", "f", "d")
-        acc = names("acc", "s", "dot")
-        nd = sizes.get("D", D, f"{x}.shape[1]", ["dim", "d_model", "hidden_dim"], allow_const=D <= 8)
-        with loop(code, e_, "0", ne, "range"):
-            code(f"{acc} = {ft.zero()}")
-            with loop(code, c, "0", nd, choice(rng, ["range", "range2"])):
-                code(f"{acc} += {x}[{t}, {c}] * {wr}[{e_}, {c}]")
-            code(f"{logits}[{t}, {e_}] = {acc}")
-        router = {"x": x, "w": wr}
-    else:
-        logits = names("logits", "scores", "router_logits", "gate_logits")
-        inputs.append(arr(logits, ft.dtype, (T, E), "in", (-3.0, 3.0)))
-        router = None
+    logits, router = _router_logits(rng, names, ft, code, sizes, fused, T, E, D, t, ne, e_, inputs, outputs)
     outputs += [arr(idx, "int32", (T, k), "out"), arr(wts, ft.dtype, (T, k), "out")]
     L = lambda e: f"{logits}[{t}, {e}]"  # noqa: E731
     s_ = names("s", "slot", "r", "q")
@@ -150,41 +195,14 @@ def generate(rng: np.random.Generator) -> KernelSpec:
     scale = names("route_scale", "scaling", "gamma") if scaled else None
     if scale:
         scalars.append(scalar(scale, ft.dtype, (0.5, 2.5)))
-    mtop, den = names("m0", "top_logit", "lmax"), names("den", "z", "norm")
-    if gating == "topk_softmax":
-        code(f"{mtop} = {sel('0')}", f"{den} = {ft.cast('1.0')}")
-        with loop(code, s_, "1", nk, "range"):
-            code(f"{den} += wp.exp({sel(s_)} - {mtop})")
-    else:  # full softmax over all experts, renormalised over the selected ones
-        full = names("full_den", "all_den", "zsum")
-        # accumulators start from the first term: the adjoint replays them without their loops
-        code(f"{mtop} = {sel('0')}", f"{full} = wp.exp({L('0')} - {mtop})")
-        with loop(code, e_, "1", ne, "range"):
-            code(f"{full} += wp.exp({L(e_)} - {mtop})")
-        code(f"{den} = {ft.lit(1.0)} / {full}")
-        with loop(code, s_, "1", nk, "range"):
-            code(f"{den} += wp.exp({sel(s_)} - {mtop}) / {full}")
-        code(f"{den} = {den} * {full}")
+    mtop, den = _gate_denominator(names, ft, code, gating, L, sel, ne, nk, e_, s_)
     dense_name = names("combine", "dense_gates", "gate_dense", "dispatch_w") if dense else None
     load_name = names("expert_load", "load", "importance") if load else None
     if dense_name:
         outputs.append(arr(dense_name, ft.dtype, (T, E), "out"))
     if load_name:
         outputs.append(arr(load_name, ft.dtype, (E,), "out"))
-    g = names("g", "gate", "wk")
-    with loop(code, s_, "0", nk, "range"):
-        code(f"{g} = wp.exp({sel(s_)} - {mtop}) / {den}")
-        if scale:
-            code(f"{g} = {g} * {scale}")
-        code(f"{wts}[{t}, {s_}] = {g}")
-        if dense_name:
-            code(f"{dense_name}[{t}, {idx}[{t}, {s_}]] = {g}")
-        if load_name:
-            code(
-                choice(
-                    rng, [f"wp.atomic_add({load_name}, {idx}[{t}, {s_}], {g})", f"{load_name}[{idx}[{t}, {s_}]] += {g}"]
-                )
-            )
+    _write_gates(rng, names, code, sel, idx, wts, t, s_, nk, mtop, den, scale, dense_name, load_name)
     args = order_args(rng, inputs, outputs, scalars + sizes.scalar_args)
     kname = names(f"topk_gating_{selection}", "moe_router", "route_tokens", f"top{k}_router", "moe_topk_softmax")
     src = assemble(rng, kname, args, ft, code, sizes.constants, funcs)

@@ -108,43 +108,23 @@ def _affine(a: _Args, val: str, j: str, rng) -> str:
     return val
 
 
-def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
-    R = choice(rng, [2, 4, 6, 8, 16])
-    C = choice(rng, [c for c in (8, 12, 16, 24, 32, 48, 64) if R * c <= 256])
-    layout = choice(rng, ["2d", "flat"], [0.8, 0.2])
-    x_shape = (R, C) if layout == "2d" else (R * C,)
-    a = _Args(rng, names, ft, variant, affine, eps, x_dom, R, C, x_shape)
-    sizes = Sizes(rng, names)
-    consts: list = []
-    n = sizes.get(
-        "n",
-        C,
-        f"{a.x}.shape[1]" if layout == "2d" else None,
-        ["n", "cols", "width", "hidden_dim", "d"],
-        allow_const=C <= 16,
-    )
-    ncols = sizes.get("cols", C, None, ["row_stride", "stride", "ld"]) if layout == "flat" else None
-    eps_e = a.eps_expr(rng, ft, consts, names)
-    code = Code(1)
-    r = names("row", "r", "i", "tok")
-    j = names("j", "k", "c", "f")
-    if strategy == "elem":
-        own = names("col", "jj", "feat", "e")
-        code(f"{r}, {own} = wp.tid()")
-        launch = (R, C)
-    else:
-        code(f"{r} = wp.tid()")
-        launch = (R,)
+class _Row:
+    """Row ``r``'s element ``j`` of an array, in the 2-D or flat layout."""
 
-    def el(array, jj):
-        if layout == "flat":
-            return f"{array}[{r} * {ncols} + {jj}]"
-        return f"{array}[{r}, {jj}]"
+    def __init__(self, layout, r, ncols):
+        self.layout, self.r, self.ncols = layout, r, ncols
 
-    style = choice(rng, ["range", "range2", "range3", "rev"], [0.5, 0.2, 0.15, 0.15])
-    nf = ft.cast(n)
-    mean, var = names("mean", "mu", "avg"), names("var", "variance", "sigma2", "ms")
-    rstd = names("rstd", "inv_std", "inv_rms", "rs")
+    def el(self, array, jj):
+        if self.layout == "flat":
+            return f"{array}[{self.r} * {self.ncols} + {jj}]"
+        return f"{array}[{self.r}, {jj}]"
+
+
+def _mean_var(rng, names, code: Code, ft: FloatType, a: _Args, row: _Row, variant, strategy, j, n, style, mean, var):
+    """Emit the row statistics: ``var`` (the mean square for RMS norm) and ``mean`` (two
+    passes, one pass of sum and sum of squares, or Welford's update); the mean's name, or
+    None for RMS norm."""
+    el, nf = row.el, ft.cast(n)
     if variant == "rmsnorm":
         ss = names("ss", "sumsq", "acc", "sq_sum")
         code(f"{ss} = {ft.zero()}")
@@ -155,8 +135,8 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
             else:
                 code(f"{ss} += {el(a.x, j)} * {el(a.x, j)}")
         code(f"{var} = {ss} / {nf}")
-        mean = None
-    elif strategy == "welford":
+        return None
+    if strategy == "welford":
         m2, cnt = names("m2", "M2", "sq_dev"), names("count", "cnt", "n_seen")
         code(f"{mean} = {ft.zero()}", f"{m2} = {ft.zero()}", f"{cnt} = {ft.zero()}")
         with loop(code, j, "0", n, style):
@@ -187,30 +167,35 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
         with loop(code, j, "0", n, style):
             code(f"{d} = {el(a.x, j)} - {mean}", f"{s2} += {d} * {d}")
         code(f"{var} = {s2} / {nf}")
-    form = choice(rng, ["rsqrt", "divide"]) if strategy != "saved" else "rsqrt"
-    if form == "rsqrt":
-        code(f"{rstd} = {ft.lit(1.0)} / wp.sqrt({var} + {eps_e})")
-    else:
-        sd = names("std", "sd", "denom")
-        code(f"{sd} = wp.sqrt({var} + {eps_e})")
-    if strategy == "saved":
-        a.rstd_out = names("rstd_out", "inv_std_out", "saved_rstd")
-        a.outputs.append(arr(a.rstd_out, ft.dtype, (R,), "out"))
-        code(f"{a.rstd_out}[{r}] = {rstd}")
-        if mean:
-            a.mean_out = names("mean_out", "saved_mean", "mu_out")
-            a.outputs.append(arr(a.mean_out, ft.dtype, (R,), "out"))
-            code(f"{a.mean_out}[{r}] = {mean}")
-            mean2 = names("mu_r", "m_saved", "mean_r")
-            code(f"{mean2} = {a.mean_out}[{r}]")
-            mean = mean2
-        rstd2 = names("rs_r", "r_saved", "rstd_r")
-        code(f"{rstd2} = {a.rstd_out}[{r}]")
-        rstd = rstd2
+    return mean
+
+
+def _save_stats(names, code: Code, ft: FloatType, a: _Args, R, r, mean, rstd):
+    """Write mean / rstd to outputs and read them back (as training kernels do); the names
+    the normalisation then reads."""
+    a.rstd_out = names("rstd_out", "inv_std_out", "saved_rstd")
+    a.outputs.append(arr(a.rstd_out, ft.dtype, (R,), "out"))
+    code(f"{a.rstd_out}[{r}] = {rstd}")
+    if mean:
+        a.mean_out = names("mean_out", "saved_mean", "mu_out")
+        a.outputs.append(arr(a.mean_out, ft.dtype, (R,), "out"))
+        code(f"{a.mean_out}[{r}] = {mean}")
+        mean2 = names("mu_r", "m_saved", "mean_r")
+        code(f"{mean2} = {a.mean_out}[{r}]")
+        mean = mean2
+    rstd2 = names("rs_r", "r_saved", "rstd_r")
+    code(f"{rstd2} = {a.rstd_out}[{r}]")
+    return mean, rstd2
+
+
+def _write_normed(rng, names, code: Code, a: _Args, row: _Row, mean, rstd, sd, own, j, n):
+    """Emit out = (x - mean) * rstd (or / std), then the affine weight and bias: at the
+    thread's own element (``own``) or in a loop over the row."""
+    el = row.el
 
     def normed(jj):
         centered = f"({el(a.x, jj)} - {mean})" if mean else el(a.x, jj)
-        return f"{centered} * {rstd}" if form == "rsqrt" else f"{centered} / {sd}"
+        return f"{centered} * {rstd}" if sd is None else f"{centered} / {sd}"
 
     def write(jj):
         if coin(rng, 0.5):
@@ -219,11 +204,57 @@ def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
         else:
             code(f"{el(a.out, jj)} = {_affine(a, normed(jj), jj, rng)}")
 
-    if strategy == "elem":
+    if own:
         write(own)
     else:
         with loop(code, j, "0", n, choice(rng, ["range", "range2", "range3"])):
             write(j)
+
+
+def _loops(rng, names, ft: FloatType, variant, affine, eps, x_dom, strategy):
+    R = choice(rng, [2, 4, 6, 8, 16])
+    C = choice(rng, [c for c in (8, 12, 16, 24, 32, 48, 64) if R * c <= 256])
+    layout = choice(rng, ["2d", "flat"], [0.8, 0.2])
+    x_shape = (R, C) if layout == "2d" else (R * C,)
+    a = _Args(rng, names, ft, variant, affine, eps, x_dom, R, C, x_shape)
+    sizes = Sizes(rng, names)
+    consts: list = []
+    n = sizes.get(
+        "n",
+        C,
+        f"{a.x}.shape[1]" if layout == "2d" else None,
+        ["n", "cols", "width", "hidden_dim", "d"],
+        allow_const=C <= 16,
+    )
+    ncols = sizes.get("cols", C, None, ["row_stride", "stride", "ld"]) if layout == "flat" else None
+    eps_e = a.eps_expr(rng, ft, consts, names)
+    code = Code(1)
+    r = names("row", "r", "i", "tok")
+    j = names("j", "k", "c", "f")
+    own = None
+    if strategy == "elem":
+        own = names("col", "jj", "feat", "e")
+        code(f"{r}, {own} = wp.tid()")
+        launch = (R, C)
+    else:
+        code(f"{r} = wp.tid()")
+        launch = (R,)
+    row = _Row(layout, r, ncols)
+
+    style = choice(rng, ["range", "range2", "range3", "rev"], [0.5, 0.2, 0.15, 0.15])
+    mean, var = names("mean", "mu", "avg"), names("var", "variance", "sigma2", "ms")
+    rstd = names("rstd", "inv_std", "inv_rms", "rs")
+    mean = _mean_var(rng, names, code, ft, a, row, variant, strategy, j, n, style, mean, var)
+    form = choice(rng, ["rsqrt", "divide"]) if strategy != "saved" else "rsqrt"
+    sd = None
+    if form == "rsqrt":
+        code(f"{rstd} = {ft.lit(1.0)} / wp.sqrt({var} + {eps_e})")
+    else:
+        sd = names("std", "sd", "denom")
+        code(f"{sd} = wp.sqrt({var} + {eps_e})")
+    if strategy == "saved":
+        mean, rstd = _save_stats(names, code, ft, a, R, r, mean, rstd)
+    _write_normed(rng, names, code, a, row, mean, rstd, sd, own, j, n)
     args = order_args(rng, a.inputs, a.outputs, a.scalars + sizes.scalar_args)
     kname = names(
         f"{variant}_{strategy}",

@@ -11,6 +11,9 @@ value output is an inout accumulator whose initial value takes part).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...spec import KernelSpec
@@ -119,6 +122,62 @@ def _access(layout: str, x: str, outer: str, inner: str, axis: int, ncols: str) 
     return f"{x}[{row}, {col}]"
 
 
+def _loop_sum(rng, names, code: Code, ft, op, elem, value, o, acc, v, j, n, style, use_tmp, helper) -> None:
+    """Emit a sum-like op over the loop and store it (the mean divides by the count)."""
+    code(f"{acc} = {ft.zero()}")
+    with loop(code, j, "0", n, style):
+        term = _transform(op, v if use_tmp else elem(j), helper)
+        if use_tmp:
+            code(f"{v} = {elem(j)}")
+        code(f"{acc} += {term}" if coin(rng) else f"{acc} = {acc} + {term}")
+    if op == "mean":
+        if coin(rng):
+            code(f"{value}[{o}] = {acc} / {ft.cast(n)}")
+        else:
+            inv = names("inv_n", "scale", "rcp")
+            code(f"{inv} = {ft.lit(1.0)} / {ft.cast(n)}", f"{value}[{o}] = {acc} * {inv}")
+    else:
+        code(f"{value}[{o}] = {acc}")
+
+
+def _loop_extremum(rng, names, code: Code, ft, op, elem, value, index, o, v, j, n, style, init) -> None:
+    """Emit a max / min (and for arg ops the index where it is) over the loop and store it;
+    ``init``: the value output is an accumulator whose start value takes part."""
+    cmp = ">" if op in ("max", "argmax") else "<"
+    fn = "wp.max" if cmp == ">" else "wp.min"
+    best = names("best", "m", "extreme", "cur_best")
+    bi = names("best_j", "arg", "bi", "where") if op in ARG_OPS else None
+    from_first = coin(rng, 0.7) or op in ARG_OPS
+    if from_first:
+        code(f"{best} = {elem('0')}")
+        start = "1"
+    else:
+        code(f"{best} = {ft.cast('-1.0e30' if cmp == '>' else '1.0e30')}")
+        start = "0"
+    if bi:
+        code(f"{bi} = int(0)")
+    form = choice(rng, ["if", "builtin", "where"]) if not bi else choice(rng, ["if", "where"])
+    with loop(code, j, start, n, style):
+        code(f"{v} = {elem(j)}")
+        if form == "if":
+            with code.block(f"if {v} {cmp} {best}:"):
+                code(f"{best} = {v}")
+                if bi:
+                    code(f"{bi} = {j}")
+        elif form == "builtin":
+            code(f"{best} = {fn}({best}, {v})")
+        else:
+            if bi:
+                code(f"{bi} = wp.where({v} {cmp} {best}, {j}, {bi})")
+            code(f"{best} = wp.where({v} {cmp} {best}, {v}, {best})")
+    if init:
+        code(f"{value}[{o}] = {fn}({value}[{o}], {best})")
+    elif value:
+        code(f"{value}[{o}] = {best}")
+    if bi:
+        code(f"{index}[{o}] = {bi}")
+
+
 def _loop(rng, op, ft, names, x_dom):
     R, C = _shape_2d(rng)
     axis = choice(rng, [1, 0], [0.7, 0.3])
@@ -152,54 +211,9 @@ def _loop(rng, op, ft, names, x_dom):
     use_tmp = coin(rng)
     v = names("v", "val", "xv", "cur")
     if op in SUM_OPS:
-        code(f"{acc} = {ft.zero()}")
-        with loop(code, j, "0", n, style):
-            term = _transform(op, v if use_tmp else elem(j), helper)
-            if use_tmp:
-                code(f"{v} = {elem(j)}")
-            code(f"{acc} += {term}" if coin(rng) else f"{acc} = {acc} + {term}")
-        if op == "mean":
-            if coin(rng):
-                code(f"{value}[{o}] = {acc} / {ft.cast(n)}")
-            else:
-                inv = names("inv_n", "scale", "rcp")
-                code(f"{inv} = {ft.lit(1.0)} / {ft.cast(n)}", f"{value}[{o}] = {acc} * {inv}")
-        else:
-            code(f"{value}[{o}] = {acc}")
+        _loop_sum(rng, names, code, ft, op, elem, value, o, acc, v, j, n, style, use_tmp, helper)
     else:
-        cmp = ">" if op in ("max", "argmax") else "<"
-        fn = "wp.max" if cmp == ">" else "wp.min"
-        best = names("best", "m", "extreme", "cur_best")
-        bi = names("best_j", "arg", "bi", "where") if op in ARG_OPS else None
-        from_first = coin(rng, 0.7) or op in ARG_OPS
-        if from_first:
-            code(f"{best} = {elem('0')}")
-            start = "1"
-        else:
-            code(f"{best} = {ft.cast('-1.0e30' if cmp == '>' else '1.0e30')}")
-            start = "0"
-        if bi:
-            code(f"{bi} = int(0)")
-        form = choice(rng, ["if", "builtin", "where"]) if not bi else choice(rng, ["if", "where"])
-        with loop(code, j, start, n, style):
-            code(f"{v} = {elem(j)}")
-            if form == "if":
-                with code.block(f"if {v} {cmp} {best}:"):
-                    code(f"{best} = {v}")
-                    if bi:
-                        code(f"{bi} = {j}")
-            elif form == "builtin":
-                code(f"{best} = {fn}({best}, {v})")
-            else:
-                if bi:
-                    code(f"{bi} = wp.where({v} {cmp} {best}, {j}, {bi})")
-                code(f"{best} = wp.where({v} {cmp} {best}, {v}, {best})")
-        if init_dom is not None:
-            code(f"{value}[{o}] = {fn}({value}[{o}], {best})")
-        elif value:
-            code(f"{value}[{o}] = {best}")
-        if bi:
-            code(f"{index}[{o}] = {bi}")
+        _loop_extremum(rng, names, code, ft, op, elem, value, index, o, v, j, n, style, init_dom is not None)
 
     x_arg = arr(x, ft.dtype, (R, C) if layout == "2d" else (R * C,), "in", x_dom)
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
@@ -280,6 +294,59 @@ def _atomic(rng, op, ft, names, x_dom):
     return make_spec(CATEGORY, kname, src, args, launch, params)
 
 
+@dataclass(frozen=True)
+class _Chunks:
+    """How a chunked reduction splits its input among threads: the view the reference
+    reduces, the input's shape, the outputs and the atomic's target, the launch, and each
+    thread's loop (a strided ``for`` header, or a contiguous chunk of ``chunk`` elements)
+    with the element it reads at loop index ``jj``."""
+
+    view: tuple[int, int]
+    x_shape: tuple[int, ...]
+    n_out: int
+    target: str
+    launch: tuple[int, ...]
+    header: str | None
+    chunk: str | None
+    elem_of: Callable[[str], str]
+
+
+def _chunk_split(rng, names, sizes: Sizes, code: Code, x, j, axis, strided) -> _Chunks:
+    """Emit the thread index; how each thread's chunk of ``x`` is visited (everything, or per row)."""
+    if axis is None:
+        P = choice(rng, [4, 8, 16])
+        L = choice(rng, [8, 12, 16])
+        N = P * L
+        p = names("p", "part", "worker", "t")
+        code(f"{p} = wp.tid()")
+        if strided:
+            nthreads = sizes.get("threads", P, None, ["num_threads", "nthreads", "parts"])
+            n_total = sizes.get("n", N, f"{x}.shape[0]", ["n", "length", "size"], allow_const=False)
+            header, chunk = f"for {j} in range({p}, {n_total}, {nthreads}):", None
+            elem_of = lambda jj: f"{x}[{jj}]"  # noqa: E731
+        else:
+            chunk = sizes.get("chunk", L, None, ["chunk", "per_thread", "block"], allow_const=True)
+            header = None
+            elem_of = lambda jj: f"{x}[{p} * {chunk} + {jj}]"  # noqa: E731
+        return _Chunks((P, L), (N,), 1, "0", (P,), header, chunk, elem_of)
+    R = choice(rng, [4, 6, 8])
+    P = choice(rng, [2, 4])
+    L = choice(rng, [4, 6, 8])
+    C = P * L
+    r, p = names("r", "row", "i"), names("p", "part", "seg")
+    code(f"{r}, {p} = wp.tid()")
+    if strided:
+        nthreads = sizes.get("parts", P, None, ["parts", "nparts", "num_segments"])
+        ncols = sizes.get("cols", C, f"{x}.shape[1]", ["cols", "n", "width"], allow_const=False)
+        header, chunk = f"for {j} in range({p}, {ncols}, {nthreads}):", None
+        elem_of = lambda jj: f"{x}[{r}, {jj}]"  # noqa: E731
+    else:
+        chunk = sizes.get("chunk", L, None, ["chunk", "seg_len", "span"], allow_const=True)
+        header = None
+        elem_of = lambda jj: f"{x}[{r}, {p} * {chunk} + {jj}]"  # noqa: E731
+    return _Chunks((R, C), (R, C), R, r, (R, P), header, chunk, elem_of)
+
+
 def _chunked(rng, op, ft, names, x_dom):
     """Each thread reduces a chunk in registers, then one atomic per thread combines the partials."""
     axis = choice(rng, [1, None], [0.5, 0.5])
@@ -291,70 +358,28 @@ def _chunked(rng, op, ft, names, x_dom):
     strided = coin(rng)
     code = Code(1)
     j = names("j", "k", "e")
-    if axis is None:
-        P = choice(rng, [4, 8, 16])
-        L = choice(rng, [8, 12, 16])
-        R, C = P, L
-        N = P * L
-        x_shape = (N,)
-        p = names("p", "part", "worker", "t")
-        code(f"{p} = wp.tid()")
-        n_out, target, launch = 1, "0", (P,)
-        if strided:
-            nthreads = sizes.get("threads", P, None, ["num_threads", "nthreads", "parts"])
-            n_total = sizes.get("n", N, f"{x}.shape[0]", ["n", "length", "size"], allow_const=False)
-            header = ("for", f"for {j} in range({p}, {n_total}, {nthreads}):")
-            elem = f"{x}[{j}]"
-        else:
-            chunk = sizes.get("chunk", L, None, ["chunk", "per_thread", "block"], allow_const=True)
-            header = ("loop", chunk)
-            elem_of = lambda jj: f"{x}[{p} * {chunk} + {jj}]"  # noqa: E731
-    else:
-        R = choice(rng, [4, 6, 8])
-        P = choice(rng, [2, 4])
-        L = choice(rng, [4, 6, 8])
-        C = P * L
-        x_shape = (R, C)
-        r, p = names("r", "row", "i"), names("p", "part", "seg")
-        code(f"{r}, {p} = wp.tid()")
-        n_out, target, launch = R, r, (R, P)
-        if strided:
-            nthreads = sizes.get("parts", P, None, ["parts", "nparts", "num_segments"])
-            ncols = sizes.get("cols", C, f"{x}.shape[1]", ["cols", "n", "width"], allow_const=False)
-            header = ("for", f"for {j} in range({p}, {ncols}, {nthreads}):")
-            elem = f"{x}[{r}, {j}]"
-        else:
-            chunk = sizes.get("chunk", L, None, ["chunk", "seg_len", "span"], allow_const=True)
-            header = ("loop", chunk)
-            elem_of = lambda jj: f"{x}[{r}, {p} * {chunk} + {jj}]"  # noqa: E731
-    value, index, out_args = _value_outputs(rng, op, ft, names, n_out, init_dom)
+    ch = _chunk_split(rng, names, sizes, code, x, j, axis, strided)
+    R, C = ch.view
+    value, index, out_args = _value_outputs(rng, op, ft, names, ch.n_out, init_dom)
     acc = names("acc", "partial", "local", "s")
     v = names("v", "val", "cur")
     if op in SUM_OPS:
         code(f"{acc} = {ft.zero()}")
     else:
         code(f"{acc} = {ft.cast('-1.0e30' if op == 'max' else '1.0e30')}")
-
-    def body(e):
+    with code.block(ch.header) if ch.header else loop(code, j, "0", ch.chunk, style):
         if op in SUM_OPS:
-            code(f"{acc} += {_transform(op, e, helper)}")
+            code(f"{acc} += {_transform(op, ch.elem_of(j), helper)}")
         else:
-            code(f"{v} = {e}", f"{acc} = {'wp.max' if op == 'max' else 'wp.min'}({acc}, {v})")
-
-    if header[0] == "for":
-        with code.block(header[1]):
-            body(elem)
-    else:
-        with loop(code, j, "0", header[1], style):
-            body(elem_of(j))
+            code(f"{v} = {ch.elem_of(j)}", f"{acc} = {'wp.max' if op == 'max' else 'wp.min'}({acc}, {v})")
     if op == "mean":
         n_expr = sizes.get("count", R * C if axis is None else C, None, ["count", "n_total", "denom"])
         code(f"{acc} = {acc} / {ft.cast(n_expr)}")
     if op in SUM_OPS:
-        code(choice(rng, [f"wp.atomic_add({value}, {target}, {acc})", f"{value}[{target}] += {acc}"]))
+        code(choice(rng, [f"wp.atomic_add({value}, {ch.target}, {acc})", f"{value}[{ch.target}] += {acc}"]))
     else:
-        code(f"{'wp.atomic_max' if op == 'max' else 'wp.atomic_min'}({value}, {target}, {acc})")
-    x_arg = arr(x, ft.dtype, x_shape, "in", x_dom)
+        code(f"{'wp.atomic_max' if op == 'max' else 'wp.atomic_min'}({value}, {ch.target}, {acc})")
+    x_arg = arr(x, ft.dtype, ch.x_shape, "in", x_dom)
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
     kname = names(f"chunked_{op}", f"partial_{op}", f"{op}_two_level", f"blocked_{op}")
     src = _finish(kname, args, ft, code, sizes, [func_src] if func_src else [], rng)
@@ -367,34 +392,26 @@ def _chunked(rng, op, ft, names, x_dom):
         "index_out": index,
         "init": init_dom is not None,
     }
-    return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=1)
+    return make_spec(CATEGORY, kname, src, args, ch.launch, params, algorithmic=1)
 
 
-def _tile(rng, op, ft, names, x_dom):
-    x = names("x", "values", "data", "inp", "src")
-    sizes = Sizes(rng, names)
-    consts: list[tuple[str, str]] = []
-    funcs: list[str] = []
-    code = Code(1)
+@dataclass(frozen=True)
+class _TileLayout:
+    """What a tile reduction's load fixed: the 2-D view the reference reduces, the reduced
+    axis (None: everything), the outputs, the launch, the reduced count and where each
+    tile's result is stored (None: atomically added into one value)."""
 
-    def const(value, *cands):
-        if coin(rng, 0.5):
-            return str(value)
-        n = names(*cands)
-        consts.append((n, str(value)))
-        return n
+    view: tuple[int, int]
+    axis: int | None
+    n_out: int
+    launch: tuple[int, ...]
+    count: int
+    target: str | None
 
-    if op in ARG_OPS:
-        mode = "rows"
-    elif op in EXTREMA:
-        mode = choice(rng, ["rows", "row_block", "col_block", "partials"])
-    else:
-        mode = choice(rng, ["rows", "row_block", "col_block", "global"])
-    init_dom = None
-    b = names("b", "blk", "tile_id", "i", "row")
-    code(f"{b} = wp.tid()")
-    t = names("t", "tile", "xt", "block_vals")
-    s = names("s", "red", "res", "part")
+
+def _tile_load(rng, op, code: Code, const, x, b, t, mode) -> _TileLayout:
+    """Emit the load of tile ``b`` into ``t``: a row, a block of rows, a block of columns, or
+    a slice of a 1-D array."""
     if mode == "rows":
         R, C = _shape_2d(rng)
         if op in ARG_OPS:
@@ -404,39 +421,33 @@ def _tile(rng, op, ft, names, x_dom):
             code(f"{t} = wp.tile_load({x}[{b}], shape={Cc})")
         else:
             code(f"{t} = wp.tile_load({x}, shape=(1, {Cc}), offset=({b}, 0))")
-        view, axis, n_out, launch, count = (R, C), 1, R, (R,), C
-        target = f"offset={b}"
-    elif mode == "row_block":
+        return _TileLayout((R, C), 1, R, (R,), C, f"offset={b}")
+    if mode == "row_block":
         TR = choice(rng, [2, 4])
         R = TR * choice(rng, [2, 3, 4])
         C = choice(rng, [c for c in (8, 16, 32) if R * c <= 256])
         TRc, Cc = const(TR, "ROWS", "TILE_M", "BR"), const(C, "COLS", "TILE_N", "WIDTH")
         code(f"{t} = wp.tile_load({x}, shape=({TRc}, {Cc}), offset=({b} * {TRc}, 0))")
-        view, axis, n_out, launch, count = (R, C), 1, R, (R // TR,), C
-        target = f"offset={b} * {TRc}"
-    elif mode == "col_block":
+        return _TileLayout((R, C), 1, R, (R // TR,), C, f"offset={b} * {TRc}")
+    if mode == "col_block":
         TC = choice(rng, [4, 8])
         C = TC * choice(rng, [2, 3, 4])
         R = choice(rng, [r for r in (4, 8, 16) if _fits_256(r, C)])
         Rc, TCc = const(R, "ROWS", "HEIGHT", "TILE_M"), const(TC, "TILE_N", "BC", "COLS")
         code(f"{t} = wp.tile_load({x}, shape=({Rc}, {TCc}), offset=(0, {b} * {TCc}))")
-        view, axis, n_out, launch, count = (R, C), 0, C, (C // TC,), R
-        target = f"offset={b} * {TCc}"
-    else:  # global / partials: 1-D array cut into tiles
-        T = choice(rng, [16, 32, 64])
-        B = choice(rng, [2, 3, 4])
-        Tc = const(T, "TILE", "BLOCK", "CHUNK")
-        code(f"{t} = wp.tile_load({x}, shape={Tc}, offset={b} * {Tc})")
-        if mode == "global":
-            view, axis, n_out, launch, count = (1, T * B), None, 1, (B,), T * B
-        else:
-            view, axis, n_out, launch, count = (B, T), 1, B, (B,), T
-        target = None if mode == "global" else f"offset={b}"
-        R, C = view
-    value, index, out_args = _value_outputs(rng, op, ft, names, n_out, init_dom)
-    x_shape = (R * C,) if mode in ("global", "partials") else (R, C)
+        return _TileLayout((R, C), 0, C, (C // TC,), R, f"offset={b} * {TCc}")
+    # global / partials: 1-D array cut into tiles
+    T = choice(rng, [16, 32, 64])
+    B = choice(rng, [2, 3, 4])
+    Tc = const(T, "TILE", "BLOCK", "CHUNK")
+    code(f"{t} = wp.tile_load({x}, shape={Tc}, offset={b} * {Tc})")
+    if mode == "global":
+        return _TileLayout((1, T * B), None, 1, (B,), T * B, None)
+    return _TileLayout((B, T), 1, B, (B,), T, f"offset={b}")
 
-    # element transform
+
+def _tile_terms(rng, names, code: Code, ft, funcs: list[str], op, t) -> None:
+    """Map the tile to the terms the op sums (squares, magnitudes); nothing for the others."""
     if op == "sumsq":
         if coin(rng):
             code(f"{t} = wp.tile_map(wp.mul, {t}, {t})")
@@ -446,8 +457,10 @@ def _tile(rng, op, ft, names, x_dom):
             code(f"{t} = wp.tile_map({fname}, {t})")
     elif op == "abssum":
         code(f"{t} = wp.tile_map(wp.abs, {t})")
-    # the reduction
-    ax = "" if mode in ("rows", "global", "partials") else f", axis={1 if axis == 1 else 0}"
+
+
+def _tile_reduce(rng, names, code: Code, ft, funcs: list[str], op, t, s, ax, count, value, index, b) -> None:
+    """Emit ``s`` = the tile's reduction (for arg ops, also the stores of the index and value)."""
     if op in SUM_OPS:
         form = choice(rng, ["tile_sum", "reduce_add", "reduce_func"], [0.5, 0.25, 0.25])
         if form == "tile_sum":
@@ -479,19 +492,60 @@ def _tile(rng, op, ft, names, x_dom):
                 f"{mv} = wp.tile_{'max' if op == 'argmax' else 'min'}({t})", f"wp.tile_store({value}, {mv}, offset={b})"
             )
         code(f"wp.tile_store({index}, {s}, offset={b})")
+
+
+def _tile(rng, op, ft, names, x_dom):
+    x = names("x", "values", "data", "inp", "src")
+    sizes = Sizes(rng, names)
+    consts: list[tuple[str, str]] = []
+    funcs: list[str] = []
+    code = Code(1)
+
+    def const(value, *cands):
+        if coin(rng, 0.5):
+            return str(value)
+        n = names(*cands)
+        consts.append((n, str(value)))
+        return n
+
+    if op in ARG_OPS:
+        mode = "rows"
+    elif op in EXTREMA:
+        mode = choice(rng, ["rows", "row_block", "col_block", "partials"])
+    else:
+        mode = choice(rng, ["rows", "row_block", "col_block", "global"])
+    b = names("b", "blk", "tile_id", "i", "row")
+    code(f"{b} = wp.tid()")
+    t = names("t", "tile", "xt", "block_vals")
+    s = names("s", "red", "res", "part")
+    lay = _tile_load(rng, op, code, const, x, b, t, mode)
+    R, C = lay.view
+    value, index, out_args = _value_outputs(rng, op, ft, names, lay.n_out, None)
+    x_shape = (R * C,) if mode in ("global", "partials") else (R, C)
+    _tile_terms(rng, names, code, ft, funcs, op, t)
+    ax = "" if mode in ("rows", "global", "partials") else f", axis={1 if lay.axis == 1 else 0}"
+    _tile_reduce(rng, names, code, ft, funcs, op, t, s, ax, lay.count, value, index, b)
     if op not in ARG_OPS:
-        if target is None:
+        if lay.target is None:
             code(f"wp.tile_atomic_add({value}, {s})")
         else:
-            code(f"wp.tile_store({value}, {s}, {target})")
+            code(f"wp.tile_store({value}, {s}, {lay.target})")
 
     x_arg = arr(x, ft.dtype, x_shape, "in", x_dom)
     args = order_args(rng, [x_arg], out_args, sizes.scalar_args)
     kname = names(f"tile_{op}", f"{op}_tiled", f"block_{op}", f"{op}_{mode}")
     block_dim = choice(rng, [32, 64, 128])
     src = _finish(kname, args, ft, code, sizes, funcs, rng, extra_consts=consts)
-    params = {"op": op, "axis": axis, "view": list(view), "x": x, "value_out": value, "index_out": index, "init": False}
-    return make_spec(CATEGORY, kname, src, args, launch, params, block_dim=block_dim)
+    params = {
+        "op": op,
+        "axis": lay.axis,
+        "view": list(lay.view),
+        "x": x,
+        "value_out": value,
+        "index_out": index,
+        "init": False,
+    }
+    return make_spec(CATEGORY, kname, src, args, lay.launch, params, block_dim=block_dim)
 
 
 def _fits_256(r: int, c: int) -> bool:

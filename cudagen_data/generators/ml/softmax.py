@@ -62,6 +62,109 @@ def _exp_helper(rng, names, ft, funcs):
     return name
 
 
+class _Rows:
+    """How the kernel reads row ``r`` of the input (element ``j`` along the reduced axis, in
+    the 2-D or flat layout, divided by the temperature) and writes the output."""
+
+    def __init__(self, x, r, axis, layout, ncols, temp, inv_temp, exp_fn):
+        self.x, self.r, self.axis, self.layout, self.ncols = x, r, axis, layout, ncols
+        self.temp, self.inv_temp, self.exp_fn = temp, inv_temp, exp_fn
+
+    def el(self, array, j):
+        rr, cc = (self.r, j) if self.axis == 1 else (j, self.r)
+        if self.layout == "flat":
+            return f"{array}[{rr} * {self.ncols}]" if cc == "0" else f"{array}[{rr} * {self.ncols} + {cc}]"
+        return f"{array}[{rr}, {cc}]"
+
+    def val(self, j):
+        v = self.el(self.x, j)
+        if self.temp:
+            return f"{v} * {self.temp}" if self.inv_temp else f"{v} / {self.temp}"
+        return v
+
+    def ex(self, v, m):
+        return f"{self.exp_fn}({v}, {m})" if self.exp_fn else f"wp.exp({v} - {m})"
+
+
+def _max_and_sum(rng, names, code: Code, ft: FloatType, rows: _Rows, strategy, unrolled, jv, n, style, m, s):
+    """Emit the row maximum ``m`` and the sum ``s`` of exp(x - m): one online pass that
+    rescales the running sum whenever the max grows, or a max pass then a sum pass."""
+    val, ex = rows.val, rows.ex
+    if strategy == "online":
+        if unrolled and coin(rng):
+            code(f"{m} = {ft.cast('-1.0e30')}", f"{s} = {ft.zero()}")
+            start = "0"
+        else:
+            code(f"{m} = {val('0')}", f"{s} = {ft.cast('1.0')}")
+            start = "1"
+        v, mn = names("v", "cur", "xv"), names("m_new", "new_max", "mn")
+        with loop(code, jv, start, n, style):
+            code(f"{v} = {val(jv)}", f"{mn} = wp.max({m}, {v})")
+            code(f"{s} = {s} * {ex(m, mn)} + {ex(v, mn)}", f"{m} = {mn}")
+        return
+    code(f"{m} = {val('0')}")
+    with loop(code, jv, "1", n, style):
+        if coin(rng, 0.6):
+            code(f"{m} = wp.max({m}, {val(jv)})")
+        else:
+            v = names("v", "cur", "xv")
+            code(f"{v} = {val(jv)}")
+            with code.block(f"if {v} > {m}:"):
+                code(f"{m} = {v}")
+    code(f"{s} = {ex(val('0'), m)}")
+    with loop(code, jv, "1", n, style):
+        code(f"{s} += {ex(val(jv), m)}" if coin(rng, 0.7) else f"{s} = {s} + {ex(val(jv), m)}")
+
+
+def _save_stats(rng, names, code: Code, ft: FloatType, op, r, n_out, m, s):
+    """Persist the row statistics to outputs (log-sum-exp, or max and sum) and read them
+    back, as training kernels do; (max or lse name, sum name or None, stats, output args)."""
+    stats: dict[str, str] = {}
+    if op == "log_softmax" or coin(rng, 0.3):
+        lse = names("lse", "log_norm", "logsumexp")
+        stats["lse"] = lse
+        code(f"{lse}[{r}] = {m} + wp.log({s})")
+        lv = names("lse_r", "ln", "norm_log")
+        code(f"{lv} = {lse}[{r}]")
+        return lv, None, stats, [arr(lse, ft.dtype, (n_out,), "out")]
+    mo, so = names("max_out", "row_max_out", "stat_max"), names("sum_out", "row_sum_out", "stat_sum")
+    stats["max"], stats["sum"] = mo, so
+    code(f"{mo}[{r}] = {m}", f"{so}[{r}] = {s}")
+    mv, sv = names("m_saved", "mrow", "mm"), names("s_saved", "srow", "ss")
+    code(f"{mv} = {mo}[{r}]", f"{sv} = {so}[{r}]")
+    return mv, sv, stats, [arr(mo, ft.dtype, (n_out,), "out"), arr(so, ft.dtype, (n_out,), "out")]
+
+
+def _normalise(rng, names, code: Code, ft: FloatType, rows: _Rows, op, out, m, s, own, jv, n, style):
+    """Emit the output: at the thread's own element (``own``) or a loop over the row.
+    ``s`` None: ``m`` holds the log-sum-exp."""
+    val, ex, el = rows.val, rows.ex, rows.el
+    reciprocal = op == "softmax" and s is not None and coin(rng, 0.4)
+    inv = names("inv", "inv_s", "rcp", "scale")
+
+    def write(j):
+        if s is None:
+            if op == "log_softmax":
+                code(f"{el(out, j)} = {val(j)} - {m}")
+            else:
+                code(f"{el(out, j)} = wp.exp({val(j)} - {m})")
+            return
+        if op == "log_softmax":
+            code(f"{el(out, j)} = {val(j)} - {m} - wp.log({s})")
+        elif reciprocal:
+            code(f"{el(out, j)} = {ex(val(j), m)} * {inv}")
+        else:
+            code(f"{el(out, j)} = {ex(val(j), m)} / {s}")
+
+    if reciprocal:
+        code(f"{inv} = {ft.lit(1.0)} / {s}")
+    if own:
+        write(own)
+    else:
+        with loop(code, jv, "0", n, style):
+            write(jv)
+
+
 def _loops(rng, names, ft: FloatType, op, temperature, spread, strategy):
     R = choice(rng, [2, 4, 6, 8, 16])
     C = choice(rng, [c for c in (4, 8, 10, 16, 24, 32, 64) if R * c <= 256])
@@ -88,6 +191,7 @@ def _loops(rng, names, ft: FloatType, op, temperature, spread, strategy):
     code = Code(1)
     r = names("row", "r", "i", "b") if axis == 1 else names("col", "c", "j", "b")
     jv = names("j", "k", "e", "t")
+    own = None
     if strategy == "elem":
         own = names("jj", "idx", "me", "pos")
         code(f"{r}, {own} = wp.tid()")
@@ -95,94 +199,16 @@ def _loops(rng, names, ft: FloatType, op, temperature, spread, strategy):
     else:
         code(f"{r} = wp.tid()")
         launch = (R,) if axis == 1 else (C,)
-
-    def el(array, j):
-        rr, cc = (r, j) if axis == 1 else (j, r)
-        if layout == "flat":
-            return f"{array}[{rr} * {ncols}]" if cc == "0" else f"{array}[{rr} * {ncols} + {cc}]"
-        return f"{array}[{rr}, {cc}]"
-
-    def val(j):
-        v = el(x, j)
-        if temp:
-            return f"{v} * {temp}" if inv_temp else f"{v} / {temp}"
-        return v
-
-    def ex(v, m):
-        return f"{exp_fn}({v}, {m})" if exp_fn else f"wp.exp({v} - {m})"
+    rows = _Rows(x, r, axis, layout, ncols, temp, inv_temp, exp_fn)
 
     m, s = names("m", "row_max", "mx", "peak"), names("s", "denom", "total", "norm")
     style = choice(rng, ["range", "range2", "range3"])
     stats: dict[str, str] = {}
     stat_args = []
-    if strategy == "online":
-        # one pass: rescale the running sum whenever the max grows
-        if unrolled and coin(rng):
-            code(f"{m} = {ft.cast('-1.0e30')}", f"{s} = {ft.zero()}")
-            start = "0"
-        else:
-            code(f"{m} = {val('0')}", f"{s} = {ft.cast('1.0')}")
-            start = "1"
-        v, mn = names("v", "cur", "xv"), names("m_new", "new_max", "mn")
-        with loop(code, jv, start, n, style):
-            code(f"{v} = {val(jv)}", f"{mn} = wp.max({m}, {v})")
-            code(f"{s} = {s} * {ex(m, mn)} + {ex(v, mn)}", f"{m} = {mn}")
-    else:
-        code(f"{m} = {val('0')}")
-        with loop(code, jv, "1", n, style):
-            if coin(rng, 0.6):
-                code(f"{m} = wp.max({m}, {val(jv)})")
-            else:
-                v = names("v", "cur", "xv")
-                code(f"{v} = {val(jv)}")
-                with code.block(f"if {v} > {m}:"):
-                    code(f"{m} = {v}")
-        code(f"{s} = {ex(val('0'), m)}")
-        with loop(code, jv, "1", n, style):
-            code(f"{s} += {ex(val(jv), m)}" if coin(rng, 0.7) else f"{s} = {s} + {ex(val(jv), m)}")
+    _max_and_sum(rng, names, code, ft, rows, strategy, unrolled, jv, n, style, m, s)
     if strategy == "saved":
-        # persist the statistics and normalise with the stored values
-        n_out = R if axis == 1 else C
-        if op == "log_softmax" or coin(rng, 0.3):
-            lse = names("lse", "log_norm", "logsumexp")
-            stats["lse"] = lse
-            stat_args.append(arr(lse, ft.dtype, (n_out,), "out"))
-            code(f"{lse}[{r}] = {m} + wp.log({s})")
-            lv = names("lse_r", "ln", "norm_log")
-            code(f"{lv} = {lse}[{r}]")
-            m, s = lv, None
-        else:
-            mo, so = names("max_out", "row_max_out", "stat_max"), names("sum_out", "row_sum_out", "stat_sum")
-            stats["max"], stats["sum"] = mo, so
-            stat_args += [arr(mo, ft.dtype, (n_out,), "out"), arr(so, ft.dtype, (n_out,), "out")]
-            code(f"{mo}[{r}] = {m}", f"{so}[{r}] = {s}")
-            mv, sv = names("m_saved", "mrow", "mm"), names("s_saved", "srow", "ss")
-            code(f"{mv} = {mo}[{r}]", f"{sv} = {so}[{r}]")
-            m, s = mv, sv
-
-    def write(j):
-        if s is None:  # m holds log-sum-exp
-            if op == "log_softmax":
-                code(f"{el(out, j)} = {val(j)} - {m}")
-            else:
-                code(f"{el(out, j)} = wp.exp({val(j)} - {m})")
-            return
-        if op == "log_softmax":
-            code(f"{el(out, j)} = {val(j)} - {m} - wp.log({s})")
-        elif reciprocal:
-            code(f"{el(out, j)} = {ex(val(j), m)} * {inv}")
-        else:
-            code(f"{el(out, j)} = {ex(val(j), m)} / {s}")
-
-    reciprocal = op == "softmax" and s is not None and coin(rng, 0.4)
-    inv = names("inv", "inv_s", "rcp", "scale")
-    if reciprocal:
-        code(f"{inv} = {ft.lit(1.0)} / {s}")
-    if strategy == "elem":
-        write(own)
-    else:
-        with loop(code, jv, "0", n, style):
-            write(jv)
+        m, s, stats, stat_args = _save_stats(rng, names, code, ft, op, r, R if axis == 1 else C, m, s)
+    _normalise(rng, names, code, ft, rows, op, out, m, s, own, jv, n, style)
 
     x_shape = (R, C) if layout == "2d" else (R * C,)
     inputs = [arr(x, ft.dtype, x_shape, "in", (-spread, spread))]
@@ -211,48 +237,21 @@ def _loops(rng, names, ft: FloatType, op, temperature, spread, strategy):
     return make_spec(CATEGORY, kname, src, args, launch, params, algorithmic=algo)
 
 
-def _tile(rng, names, ft, op, temperature, spread):
-    TR = choice(rng, [1, 1, 2, 4])
-    C = choice(rng, [8, 16, 32, 64])
-    R = TR * choice(rng, [1, 2, 4, 8])
-    while R * C > 256:
-        R -= TR
-    x = names("x", "logits", "scores", "inp")
-    out = names("out", "probs", "y", "p") if op == "softmax" else names("out", "log_probs", "logp")
-    temp = names("temperature", "tau", "temp") if temperature else None
-    const = Constants(rng, names)
-
-    Cc = const(C, "COLS", "N", "WIDTH", "CLASSES")
-    code = Code(1)
-    b = names("b", "row", "blk", "i")
-    code(f"{b} = wp.tid()")
-    t = names("t", "tile", "xt", "row_tile")
-    funcs: list[str] = []
+def _tile_io(rng, const: Constants, code: Code, x, out, b, t, TR, Cc):
+    """Emit the load of block ``b``'s rows into tile ``t``: one row as a 1-D tile, or TR
+    rows as a 2-D tile; (tile shape text, store statement template, reduce along rows)."""
     if TR == 1 and coin(rng, 0.5):
-        shape = f"({Cc},)"
         code(f"{t} = wp.tile_load({x}[{b}], shape={Cc})")
-        store = f"wp.tile_store({out}[{b}], {{}})"
-        row_red = False
-    else:
-        TRc = const(TR, "ROWS", "TILE_M", "BR") if TR > 1 else "1"
-        shape = f"({TRc}, {Cc})"
-        code(
-            f"{t} = wp.tile_load({x}, shape={shape}, offset=({b} * {TRc}, 0))"
-            if TR > 1
-            else f"{t} = wp.tile_load({x}, shape={shape}, offset=({b}, 0))"
-        )
-        store = (
-            f"wp.tile_store({out}, {{}}, offset=({b} * {TRc}, 0))"
-            if TR > 1
-            else f"wp.tile_store({out}, {{}}, offset=({b}, 0))"
-        )
-        row_red = TR > 1
-    if temp:
-        code(
-            f"{t} = {t} * ({ft.lit(1.0)} / {temp})"
-            if coin(rng)
-            else f"{t} = wp.tile_map(wp.div, {t}, wp.tile_full(shape={shape}, value={temp}, dtype={ft.ann}))"
-        )
+        return f"({Cc},)", f"wp.tile_store({out}[{b}], {{}})", False
+    TRc = const(TR, "ROWS", "TILE_M", "BR") if TR > 1 else "1"
+    shape = f"({TRc}, {Cc})"
+    offset = f"({b} * {TRc}, 0)" if TR > 1 else f"({b}, 0)"
+    code(f"{t} = wp.tile_load({x}, shape={shape}, offset={offset})")
+    return shape, f"wp.tile_store({out}, {{}}, offset={offset})", TR > 1
+
+
+def _tile_softmax(rng, names, code: Code, ft: FloatType, op, t, shape, row_red):
+    """Emit the softmax of tile ``t`` (per row when ``row_red``); the result tile's name."""
 
     def bcast(red):
         if row_red:
@@ -277,7 +276,34 @@ def _tile(rng, names, ft, op, temperature, spread):
         code(f"{y} = {e} / {bcast(s)}")
     else:
         code(f"{y} = wp.tile_map(wp.div, {e}, {bcast(s)})")
-    code(store.format(y))
+    return y
+
+
+def _tile(rng, names, ft, op, temperature, spread):
+    TR = choice(rng, [1, 1, 2, 4])
+    C = choice(rng, [8, 16, 32, 64])
+    R = TR * choice(rng, [1, 2, 4, 8])
+    while R * C > 256:
+        R -= TR
+    x = names("x", "logits", "scores", "inp")
+    out = names("out", "probs", "y", "p") if op == "softmax" else names("out", "log_probs", "logp")
+    temp = names("temperature", "tau", "temp") if temperature else None
+    const = Constants(rng, names)
+
+    Cc = const(C, "COLS", "N", "WIDTH", "CLASSES")
+    code = Code(1)
+    b = names("b", "row", "blk", "i")
+    code(f"{b} = wp.tid()")
+    t = names("t", "tile", "xt", "row_tile")
+    funcs: list[str] = []
+    shape, store, row_red = _tile_io(rng, const, code, x, out, b, t, TR, Cc)
+    if temp:
+        code(
+            f"{t} = {t} * ({ft.lit(1.0)} / {temp})"
+            if coin(rng)
+            else f"{t} = wp.tile_map(wp.div, {t}, wp.tile_full(shape={shape}, value={temp}, dtype={ft.ann}))"
+        )
+    code(store.format(_tile_softmax(rng, names, code, ft, op, t, shape, row_red)))
     inputs = [arr(x, ft.dtype, (R, C), "in", (-spread, spread))]
     scalars = [scalar(temp, ft.dtype, (0.5, 2.0))] if temp else []
     args = order_args(rng, inputs, [arr(out, ft.dtype, (R, C), "out")], scalars)

@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from ...sizes import FIXED_SIZE, LAUNCH_STEP
 from ...spec import KernelSpec
 from ._common import (
     Code,
@@ -116,6 +117,238 @@ def _boundary_access(rng, names: Names, ft, boundary: str, layout: str, dims: in
     return access, fix_name, sample_name
 
 
+class _Grid:
+    """The kernel's view of its grid: the cell index names, the extents, and how a cell or
+    a neighbour (index + offset, read under the boundary rule) is spelled."""
+
+    def __init__(self, code: Code, ft, dims: int, layout: str, boundary: str, x: str, idx, dim_exprs):
+        self.code, self.ft, self.dims, self.layout, self.boundary = code, ft, dims, layout, boundary
+        self.x, self.idx, self.dim_exprs = x, idx, dim_exprs
+        self.access, self.fix_name, self.sample_name = "inline", None, None
+        self.clamp_form = "clamp"
+        self.tmp_count = 0
+
+    def flat_index(self, parts: list[str]) -> str:
+        parts = [f"({q})" if " " in q else q for q in parts]  # (i - 1) * W, not i - 1 * W
+        d = self.dim_exprs
+        if self.dims == 2:
+            return f"{parts[0]} * {d[1]} + {parts[1]}"
+        return f"({parts[0]} * {d[1]} + {parts[1]}) * {d[2]} + {parts[2]}"
+
+    def element(self, array: str, parts: list[str]) -> str:
+        return f"{array}[{self.flat_index(parts)}]" if self.layout == "flat" else f"{array}[{', '.join(parts)}]"
+
+    def center(self, array: str) -> str:
+        return self.element(array, list(self.idx))
+
+    def shifted(self, a: int, off) -> str:
+        idx = self.idx
+        if isinstance(off, int):
+            return idx[a] if off == 0 else f"{idx[a]} {'+' if off > 0 else '-'} {abs(off)}"
+        return f"{idx[a]} + {off}"
+
+    def fetch(self, offsets) -> str:
+        """Expression (possibly after emitting statements) for the neighbour value."""
+        parts = [self.shifted(a, o) for a, o in enumerate(offsets)]
+        if all(isinstance(o, int) and o == 0 for o in offsets):
+            return self.center(self.x)
+        if self.access == "sample_helper":
+            return f"{self.sample_name}({self.x}, {', '.join(parts)})"
+        if self.boundary == "zero":
+            return self._zero_padded(offsets, parts)
+        fixed = []
+        for a, o in enumerate(offsets):
+            if isinstance(o, int) and o == 0:
+                fixed.append(self.idx[a])
+            else:
+                fixed.append(self._in_range(parts[a], self.dim_exprs[a]))
+        return self.element(self.x, fixed)
+
+    def _in_range(self, part: str, extent: str) -> str:
+        """``part`` moved into [0, extent) by the clamp or wrap rule."""
+        if self.fix_name:
+            return f"{self.fix_name}({part}, {extent})"
+        if self.boundary == "clamp":
+            if self.clamp_form == "clamp":
+                return f"wp.clamp({part}, 0, {extent} - 1)"
+            return f"wp.min(wp.max({part}, 0), {extent} - 1)"
+        return f"({part} + {extent}) % {extent}"
+
+    def _zero_padded(self, offsets, parts: list[str]) -> str:
+        """A local holding the neighbour, or zero outside the grid."""
+        self.tmp_count += 1
+        v = f"nb{self.tmp_count}" if not isinstance(offsets[0], str) else "nb"
+        checks = []
+        for a, o in enumerate(offsets):
+            if isinstance(o, int) and o < 0:
+                checks.append(f"{parts[a]} >= 0")
+            elif isinstance(o, int) and o > 0:
+                checks.append(f"{parts[a]} < {self.dim_exprs[a]}")
+            elif not isinstance(o, int):
+                checks += [f"{parts[a]} >= 0", f"{parts[a]} < {self.dim_exprs[a]}"]
+        self.code(f"{v} = {self.ft.zero()}")
+        with self.code.block(f"if {' and '.join(checks)}:"):
+            self.code(f"{v} = {self.element(self.x, parts)}")
+        return v
+
+
+EXTENT_NAMES = (("nx", "height", "ni", "rows"), ("ny", "width", "nj", "cols"), ("nz", "depth", "nk", "planes"))
+
+
+def _extents(rng, sizes: Sizes, grid, layout: str, launch_form: str, x: str) -> tuple[list[str], str]:
+    """The grid's extent along each axis as the kernel reads it, and why the kernel runs at
+    one size only ("": it runs at others).
+
+    Other sizes grow the launch's first axis (sizes.py), so only the grid's first extent
+    changes: it comes from the array (``x.shape[0]``; ``x.shape[0] // row`` for a flat
+    array), from an int argument (with a thread per cell, where the launch's first axis is
+    the grid's), or, rarely, from a wp.constant, which fixes the kernel's size.  The other
+    extents stay the same at every size: the array's shape, a literal or a constant (an
+    argument only where its value differs from the first extent, which a resize grows)."""
+    dims = len(grid)
+    exprs = [""] * dims
+    for a in range(1, dims):
+        if layout == "nd":
+            how = choice(rng, [f"{x}.shape[{a}]", "literal", "const"], [0.5, 0.3, 0.2])
+        else:
+            how = choice(rng, ["literal", "const", "arg"], [0.45, 0.35, 0.2 if grid[a] != grid[0] else 0.0])
+        exprs[a] = sizes.named(f"n{a}", grid[a], how, EXTENT_NAMES[a])
+    if layout == "nd":
+        shape = f"{x}.shape[0]"
+    else:
+        row = exprs[1] if dims == 2 else f"({exprs[1]} * {exprs[2]})"
+        shape = f"({x}.shape[0] // {row})"  # parenthesised: it is used inside other expressions
+    how = choice(rng, [shape, "arg", "const"], [0.65, 0.3 if launch_form == "nd" else 0.0, 0.05])
+    exprs[0] = sizes.named("n0", grid[0], how, EXTENT_NAMES[0])
+    fixed = ""
+    if how == "const":
+        fixed = f"the grid's extent along the launch's first axis is wp.constant {exprs[0]} = {grid[0]}"
+    return exprs, fixed
+
+
+def _thread_cell(names: Names, code: Code, dims: int, grid, launch_form: str, dim_exprs: list[str]):
+    """Emit thread -> cell index; (index names, launch dimensions)."""
+    idx = [names(*c) for c in (("i", "y", "row", "z"), ("j", "x0", "col", "yy"), ("k", "l", "zz", "c"))][:dims]
+    if launch_form == "nd":
+        code(f"{', '.join(idx)} = wp.tid()")
+        return idx, grid
+    t = names("tid", "cell", "lin", "gid")
+    code(f"{t} = wp.tid()")
+    if dims == 2:
+        code(f"{idx[0]} = {t} // {dim_exprs[1]}", f"{idx[1]} = {t} % {dim_exprs[1]}")
+    else:
+        code(
+            f"{idx[0]} = {t} // ({dim_exprs[1]} * {dim_exprs[2]})",
+            f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
+            f"{idx[2]} = {t} % {dim_exprs[2]}",
+        )
+    return idx, (int(np.prod(grid)),)
+
+
+def _offset_names(names: Names, dims: int) -> list[str]:
+    return [names("di", "dy", "oi"), names("dj", "dx", "oj"), names("dk", "dz", "ok")][:dims]
+
+
+def _open_offset_loops(code: Code, d: list[str], lo: str, hi: str) -> None:
+    """One loop per axis over the neighbour offsets ``d``; the caller closes them
+    (``code.level -= len(d)``)."""
+    for var in d:
+        code.lines.append("    " * code.level + f"for {var} in range({lo}, {hi}):")
+        code.level += 1
+
+
+def _linear(rng, names: Names, g: _Grid, op: str, radius: int, w, acc: str, enumerate_form: str, params: dict):
+    """acc = a weighted sum of neighbours (laplace, cross4, box, conv); the radius argument
+    the loops read, if any."""
+    code, ft, dims = g.code, g.ft, g.dims
+    terms = _linear_terms(op, dims, radius)
+    params["terms"] = [[list(o), c] for o, c in terms]
+    rad_args = []
+    if enumerate_form == "loops":
+        d_names = _offset_names(names, dims)
+        code(f"{acc} = {ft.zero()}")
+        # A radius argument keeps the loops dynamic: Warp unrolls constant-bound ones,
+        # which multiplies the CUDA (a 3x3x3 neighbourhood: ~27x).  A plain running sum
+        # through a dynamic loop differentiates correctly.
+        rad = names("r", "rad", "radius") if (dims == 3 or radius == 2 or coin(rng, 0.6)) else None
+        if rad:
+            rad_args.append(scalar(rad, "int32", (radius, radius)))
+        lo, hi = (f"-{rad}", f"{rad} + 1") if rad else (str(-radius), str(radius + 1))
+        _open_offset_loops(code, d_names, lo, hi)
+        v = g.fetch(d_names)
+        if op == "conv":
+            widx = ", ".join(f"{dd} + {rad or radius}" for dd in d_names)
+            code(f"{acc} += {w}[{widx}] * {v}")
+        else:
+            code(f"{acc} += {v}")
+        code.level -= dims
+        if op == "box":
+            n = (2 * radius + 1) ** dims
+            code(choice(rng, [f"{acc} = {acc} / {ft.lit(float(n))}", f"{acc} = {acc} * {ft.lit(1.0 / n)}"]))
+        return rad_args
+    pieces = []
+    for off, c in terms:
+        v = g.fetch(off)
+        if c is None:
+            pieces.append(f"{w}[{', '.join(str(o + radius) for o in off)}] * {v}")
+        elif c == 1.0:
+            pieces.append(v)
+        else:
+            pieces.append(f"{ft.lit(c)} * {v}")
+    if op == "box" and coin(rng):
+        n = (2 * radius + 1) ** dims
+        pieces = [p.replace(f"{ft.lit(1.0 / n)} * ", "") for p in pieces]
+        code(f"{acc} = ({' + '.join(pieces)}) / {ft.lit(float(n))}")
+        params["terms"] = [[list(o), 1.0 / n] for o, _ in terms]
+    else:
+        code(f"{acc} = {' + '.join(pieces)}")
+    return rad_args
+
+
+def _max_filter(names: Names, g: _Grid, radius: int, acc: str, enumerate_form: str) -> None:
+    code = g.code
+    code(f"{acc} = {g.center(g.x)}")
+    if enumerate_form == "loops":
+        d = _offset_names(names, g.dims)
+        _open_offset_loops(code, d, str(-radius), str(radius + 1))
+        code(f"{acc} = wp.max({acc}, {g.fetch(d)})")
+        code.level -= g.dims
+    else:
+        for off in _offsets(g.dims, radius):
+            if any(off):
+                code(f"{acc} = wp.max({acc}, {g.fetch(off)})")
+
+
+def _gradmag(rng, names: Names, g: _Grid, acc: str, params: dict) -> None:
+    """acc = sqrt(sum of squared central differences + eps)."""
+    ft, dims = g.ft, g.dims
+    eps = choice(rng, [1e-6, 1e-4])
+    params["eps"] = eps
+    gr = [names("gx", "g0", "di_"), names("gy", "g1", "dj_"), names("gz", "g2", "dk_")][:dims]
+    for a in range(dims):
+        plus = [0] * dims
+        minus = [0] * dims
+        plus[a], minus[a] = 1, -1
+        vp, vm = g.fetch(tuple(plus)), g.fetch(tuple(minus))
+        g.code(choice(rng, [f"{gr[a]} = ({vp} - {vm}) * {ft.lit(0.5)}", f"{gr[a]} = {ft.lit(0.5)} * ({vp} - {vm})"]))
+    sq = " + ".join(f"{v} * {v}" for v in gr)
+    g.code(f"{acc} = wp.sqrt({sq} + {ft.lit(eps)})")
+
+
+def _operator(rng, names: Names, g: _Grid, op: str, radius: int, w, acc: str, params: dict):
+    """Emit ``acc = S(x)`` at the thread's cell; the extra scalar arguments it reads."""
+    enumerate_form = "explicit"
+    if op in ("box", "conv", "maxf"):
+        enumerate_form = "loops" if (g.dims == 3 or radius == 2 or coin(rng, 0.6)) else "explicit"
+    if op in ("laplace", "cross4", "box", "conv"):
+        return _linear(rng, names, g, op, radius, w, acc, enumerate_form, params)
+    if op == "maxf":
+        _max_filter(names, g, radius, acc, enumerate_form)
+    else:
+        _gradmag(rng, names, g, acc, params)
+    return []
+
+
 def generate(rng: np.random.Generator) -> KernelSpec:
     dims = choice(rng, [2, 3], [0.65, 0.35])
     op = choice(rng, OPS, [0.2, 0.12, 0.18, 0.2, 0.15, 0.15])
@@ -130,100 +363,22 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         grid = tuple(choice(rng, [4, 5, 6]) for _ in range(3))
     radius = 2 if op == "cross4" else (2 if (op in ("box", "conv", "maxf") and dims == 2 and coin(rng, 0.2)) else 1)
     layout = choice(rng, ["nd", "flat"], [0.75, 0.25])
-    launch_form = choice(rng, ["nd", "linear"], [0.75, 0.25])
+    # a linear launch walks a flat array (one over a 2-D array could not grow by rows)
+    launch_form = choice(rng, ["nd", "linear"]) if layout == "flat" else "nd"
     update = choice(rng, ["direct", "residual", "scaled"], [0.5, 0.3, 0.2]) if op != "maxf" else "direct"
 
     x = names("x", "field", "u", "grid", "src", "phi", "img")
     out = names("out", "result", "dst", "u_next", "y", "filtered")
     w = names("w", "weights", "kernel_w", "taps") if op == "conv" else None
     alpha = names("alpha", "dt", "coef", "rate") if update != "direct" else None
-    sizes = Sizes(rng, names, p_shape=0.5 if layout == "nd" else 0.0, p_arg=0.3)
+    sizes = Sizes(rng, names)
     code = Code(1)
     funcs: list[str] = []
-
-    # thread -> cell index
-    idx = [names(*c) for c in (("i", "y", "row", "z"), ("j", "x0", "col", "yy"), ("k", "l", "zz", "c"))][:dims]
-    dim_exprs = [
-        sizes.get(
-            f"n{a}",
-            grid[a],
-            f"{x}.shape[{a}]" if layout == "nd" else None,
-            [["nx", "height", "ni", "rows"], ["ny", "width", "nj", "cols"], ["nz", "depth", "nk", "planes"]][a],
-        )
-        for a in range(dims)
-    ]
-    if launch_form == "nd":
-        code(f"{', '.join(idx)} = wp.tid()")
-        launch = grid
-    else:
-        t = names("tid", "cell", "lin", "gid")
-        code(f"{t} = wp.tid()")
-        if dims == 2:
-            code(f"{idx[0]} = {t} // {dim_exprs[1]}", f"{idx[1]} = {t} % {dim_exprs[1]}")
-        else:
-            code(
-                f"{idx[0]} = {t} // ({dim_exprs[1]} * {dim_exprs[2]})",
-                f"{idx[1]} = ({t} // {dim_exprs[2]}) % {dim_exprs[1]}",
-                f"{idx[2]} = {t} % {dim_exprs[2]}",
-            )
-        launch = (int(np.prod(grid)),)
-
-    def flat_index(parts: list[str]) -> str:
-        parts = [f"({q})" if " " in q else q for q in parts]  # (i - 1) * W, not i - 1 * W
-        if dims == 2:
-            return f"{parts[0]} * {dim_exprs[1]} + {parts[1]}"
-        return f"({parts[0]} * {dim_exprs[1]} + {parts[1]}) * {dim_exprs[2]} + {parts[2]}"
-
-    def element(array: str, parts: list[str]) -> str:
-        return f"{array}[{flat_index(parts)}]" if layout == "flat" else f"{array}[{', '.join(parts)}]"
-
-    # boundary handling: how a neighbour at (index + offset) is read
-    access, fix_name, sample_name = _boundary_access(rng, names, ft, boundary, layout, dims, funcs)
-    clamp_form = choice(rng, ["clamp", "minmax"])
-    tmp_counter = [0]
-
-    def shifted(a: int, off) -> str:
-        if isinstance(off, int):
-            return idx[a] if off == 0 else f"{idx[a]} {'+' if off > 0 else '-'} {abs(off)}"
-        return f"{idx[a]} + {off}"
-
-    def fetch(offsets) -> str:
-        """Expression (possibly after emitting statements) for the neighbour value."""
-        parts = [shifted(a, o) for a, o in enumerate(offsets)]
-        if all(isinstance(o, int) and o == 0 for o in offsets):
-            return element(x, list(idx))
-        if access == "sample_helper":
-            return f"{sample_name}({x}, {', '.join(parts)})"
-        if boundary == "zero":
-            tmp_counter[0] += 1
-            v = f"nb{tmp_counter[0]}" if not isinstance(offsets[0], str) else "nb"
-            checks = []
-            for a, o in enumerate(offsets):
-                if isinstance(o, int) and o < 0:
-                    checks.append(f"{parts[a]} >= 0")
-                elif isinstance(o, int) and o > 0:
-                    checks.append(f"{parts[a]} < {dim_exprs[a]}")
-                elif not isinstance(o, int):
-                    checks += [f"{parts[a]} >= 0", f"{parts[a]} < {dim_exprs[a]}"]
-            code(f"{v} = {ft.zero()}")
-            with code.block(f"if {' and '.join(checks)}:"):
-                code(f"{v} = {element(x, parts)}")
-            return v
-        fixed = []
-        for a, o in enumerate(offsets):
-            if isinstance(o, int) and o == 0:
-                fixed.append(idx[a])
-            elif fix_name:
-                fixed.append(f"{fix_name}({parts[a]}, {dim_exprs[a]})")
-            elif boundary == "clamp":
-                fixed.append(
-                    f"wp.clamp({parts[a]}, 0, {dim_exprs[a]} - 1)"
-                    if clamp_form == "clamp"
-                    else f"wp.min(wp.max({parts[a]}, 0), {dim_exprs[a]} - 1)"
-                )
-            else:
-                fixed.append(f"({parts[a]} + {dim_exprs[a]}) % {dim_exprs[a]}")
-        return element(x, fixed)
+    dim_exprs, fixed = _extents(rng, sizes, grid, layout, launch_form, x)
+    idx, launch = _thread_cell(names, code, dims, grid, launch_form, dim_exprs)
+    g = _Grid(code, ft, dims, layout, boundary, x, idx, dim_exprs)
+    g.access, g.fix_name, g.sample_name = _boundary_access(rng, names, ft, boundary, layout, dims, funcs)
+    g.clamp_form = choice(rng, ["clamp", "minmax"])
 
     acc = names("acc", "s", "total", "lap", "val")
     params = {
@@ -238,87 +393,20 @@ def generate(rng: np.random.Generator) -> KernelSpec:
         "w": w,
         "alpha": alpha,
     }
-    enumerate_form = "explicit"
-    rad_args = []
-    if op in ("box", "conv", "maxf"):
-        enumerate_form = "loops" if (dims == 3 or radius == 2 or coin(rng, 0.6)) else "explicit"
-    if op in ("laplace", "cross4", "box", "conv"):
-        terms = _linear_terms(op, dims, radius)
-        params["terms"] = [[list(o), c] for o, c in terms]
-        if enumerate_form == "loops":
-            d = [names("di", "dy", "oi"), names("dj", "dx", "oj"), names("dk", "dz", "ok")][:dims]
-            code(f"{acc} = {ft.zero()}")
-            # A radius argument keeps the loops dynamic: Warp unrolls constant-bound ones,
-            # which multiplies the CUDA (a 3x3x3 neighbourhood: ~27x).  A plain running sum
-            # through a dynamic loop differentiates correctly.
-            rad = names("r", "rad", "radius") if (dims == 3 or radius == 2 or coin(rng, 0.6)) else None
-            if rad:
-                rad_args.append(scalar(rad, "int32", (radius, radius)))
-            lo, hi = (f"-{rad}", f"{rad} + 1") if rad else (str(-radius), str(radius + 1))
-            for a in range(dims):
-                code.lines.append("    " * code.level + f"for {d[a]} in range({lo}, {hi}):")
-                code.level += 1
-            v = fetch(d)
-            if op == "conv":
-                widx = ", ".join(f"{dd} + {rad or radius}" for dd in d)
-                code(f"{acc} += {w}[{widx}] * {v}")
-            else:
-                code(f"{acc} += {v}")
-            code.level -= dims
-            if op == "box":
-                n = (2 * radius + 1) ** dims
-                code(choice(rng, [f"{acc} = {acc} / {ft.lit(float(n))}", f"{acc} = {acc} * {ft.lit(1.0 / n)}"]))
-        else:
-            pieces = []
-            for off, c in terms:
-                v = fetch(off)
-                if c is None:
-                    pieces.append(f"{w}[{', '.join(str(o + radius) for o in off)}] * {v}")
-                elif c == 1.0:
-                    pieces.append(v)
-                else:
-                    pieces.append(f"{ft.lit(c)} * {v}")
-            if op == "box" and coin(rng):
-                n = (2 * radius + 1) ** dims
-                pieces = [p.replace(f"{ft.lit(1.0 / n)} * ", "") for p in pieces]
-                code(f"{acc} = ({' + '.join(pieces)}) / {ft.lit(float(n))}")
-                params["terms"] = [[list(o), 1.0 / n] for o, _ in terms]
-            else:
-                code(f"{acc} = {' + '.join(pieces)}")
-    elif op == "maxf":
-        code(f"{acc} = {element(x, list(idx))}")
-        if enumerate_form == "loops":
-            d = [names("di", "dy", "oi"), names("dj", "dx", "oj"), names("dk", "dz", "ok")][:dims]
-            for a in range(dims):
-                code.lines.append("    " * code.level + f"for {d[a]} in range({-radius}, {radius + 1}):")
-                code.level += 1
-            code(f"{acc} = wp.max({acc}, {fetch(d)})")
-            code.level -= dims
-        else:
-            for off in _offsets(dims, radius):
-                if any(off):
-                    code(f"{acc} = wp.max({acc}, {fetch(off)})")
-    else:  # gradmag: sqrt(sum of squared central differences + eps)
-        eps = choice(rng, [1e-6, 1e-4])
-        params["eps"] = eps
-        g = [names("gx", "g0", "di_"), names("gy", "g1", "dj_"), names("gz", "g2", "dk_")][:dims]
-        for a in range(dims):
-            plus = [0] * dims
-            minus = [0] * dims
-            plus[a], minus[a] = 1, -1
-            vp, vm = fetch(tuple(plus)), fetch(tuple(minus))
-            code(choice(rng, [f"{g[a]} = ({vp} - {vm}) * {ft.lit(0.5)}", f"{g[a]} = {ft.lit(0.5)} * ({vp} - {vm})"]))
-        sq = " + ".join(f"{v} * {v}" for v in g)
-        code(f"{acc} = wp.sqrt({sq} + {ft.lit(eps)})")
+    if fixed:
+        params[FIXED_SIZE] = fixed
+    if launch_form == "linear":
+        params[LAUNCH_STEP] = int(np.prod(grid[1:]))  # the launch covers whole rows of the grid
+    rad_args = _operator(rng, names, g, op, radius, w, acc, params)
 
-    center = element(x, list(idx))
+    center = g.center(x)
     if update == "residual":
         result = choice(rng, [f"{center} + {alpha} * {acc}", f"{acc} * {alpha} + {center}"])
     elif update == "scaled":
         result = f"{alpha} * {acc}"
     else:
         result = acc
-    code(f"{element(out, list(idx))} = {result}")
+    code(f"{g.center(out)} = {result}")
 
     shape = grid if layout == "nd" else (int(np.prod(grid)),)
     inputs = [arr(x, ft.dtype, shape, "in", (-1.0, 1.0))]
@@ -343,9 +431,12 @@ def _shift(xp: np.ndarray, r: int, off, grid) -> np.ndarray:
 
 def check(spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
     p = spec.params
-    grid = tuple(p["grid"])
     dims, op = p["dims"], p["op"]
-    x = as_f64(inputs[p["x"]]).reshape(grid)
+    x = as_f64(inputs[p["x"]])
+    # the first extent from the input (it changes with the size the kernel runs at)
+    rest = tuple(int(n) for n in p["grid"][1:])
+    grid = (x.size // int(np.prod(rest)), *rest)
+    x = x.reshape(grid)
     r = 2 if op == "cross4" else int(p["radius"])
     xp = np.pad(x, r, mode=_PAD[p["boundary"]])
     if op in ("laplace", "cross4", "box", "conv"):
