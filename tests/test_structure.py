@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import orjson
@@ -441,7 +442,8 @@ def test_the_layer_checks_can_fail(tmp_path):
 # public entry points that take a row dict from a user: contracts.row.as_row) and by
 # attribute after that, so a renamed column fails in contracts/ only.  The scan below
 # finds a column's name used as a string key (``x["cuda_forward"]``, ``x.get("id")``,
-# ``"provenance" in x``) anywhere outside contracts/.
+# ``"provenance" in x``, or an f-string that can spell one: ``x[f"cuda_{part}"]``)
+# anywhere outside contracts/.
 
 # Not rows: dicts and tables whose keys share a name with a column, by (file, receiver).
 NOT_ROWS = {
@@ -466,6 +468,18 @@ NOT_ROWS = {
 }
 
 
+def _column_key(key: ast.expr) -> str | None:
+    """``key`` as written where it names a row column: a string constant that is one, or an
+    f-string whose literal parts can spell one (``f"cuda_{part}"``; not one of no literal
+    text, ``f"{name}"``, which says nothing of what it reads)."""
+    if isinstance(key, ast.Constant):
+        return ast.unparse(key) if key.value in ALL_COLUMNS else None
+    if not isinstance(key, ast.JoinedStr) or not any(isinstance(v, ast.Constant) for v in key.values):
+        return None
+    pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".*" for v in key.values)
+    return ast.unparse(key) if any(re.fullmatch(pattern, c) for c in ALL_COLUMNS) else None
+
+
 def _column_key_reads(root: Path) -> list[tuple[str, int, str, str]]:
     """(file, line, receiver, key as written) for each string-key use of a row column's name."""
     found = []
@@ -480,8 +494,9 @@ def _column_key_reads(root: Path) -> list[tuple[str, int, str, str]]:
                     key, receiver = node.args[0], node.func.value
             elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
                 key, receiver = node.left, node.comparators[0]
-            if isinstance(key, ast.Constant) and key.value in ALL_COLUMNS:
-                found.append((rel, node.lineno, ast.unparse(receiver), ast.unparse(key)))
+            column = _column_key(key) if key is not None else None
+            if column is not None:
+                found.append((rel, node.lineno, ast.unparse(receiver), column))
     return found
 
 
@@ -515,12 +530,15 @@ def test_the_row_key_scan_can_fail(tmp_path):
         '    c = "python_hash" in out\n'  # a column used as a type switch
         '    d = row["kernel_name"].upper()\n'
         '    e = stats["rows"], r.get("not_a_column"), row.cuda_forward\n'  # not a column; an attribute
-        "    return a, b, c, d, e\n"
+        '    g = row[f"cuda_{part}"]\n'  # an f-string that spells cuda_forward, cuda_backward, cuda_hash
+        '    h = stats[f"pass@{k}"], r.get(f"{name}"), r[f"x_{part}"]\n'  # spells no column; says nothing
+        "    return a, b, c, d, e, g, h\n"
     )
     offenders = _row_key_offenders(pkg)
     assert [o.split(": ", 1)[1] for o in offenders] == [
         "row['cuda_forward']",
         "r['provenance']",
         "out['python_hash']",
+        "row[f'cuda_{part}']",
         "row['kernel_name']",
     ]
