@@ -47,6 +47,7 @@ def _rows(folder: Path) -> list[dict]:
 def audit(rows: list[dict], seed: int = 2026) -> dict:
     from cudagen_data import warp_boundary
     from cudagen_data.contracts.read import row_to_spec
+    from cudagen_data.contracts.row import row_from_dict
     from cudagen_data.contracts.test_vectors import decode_value
     from cudagen_data.execution import CPU_OPT_LEVEL, launch, to_warp
     from cudagen_data.numerics.twin import TwinUnavailable, twin_spec, widen_all
@@ -65,7 +66,7 @@ def audit(rows: list[dict], seed: int = 2026) -> dict:
         tv = orjson.loads(row["test_vectors"])
         if not tv["input_grads"]:
             continue
-        spec = row_to_spec(row)
+        spec = row_to_spec(row_from_dict(row))
         inputs = {n: decode_value(v) for n, v in tv["inputs"].items()}
         seeds = {n: decode_value(v) for n, v in tv["output_grads"].items()}
         recorded = {n: np.asarray(decode_value(v), dtype=np.float64) for n, v in tv["input_grads"].items()}
@@ -88,7 +89,7 @@ def audit(rows: list[dict], seed: int = 2026) -> dict:
         return True
 
     def float32_item(row):
-        spec = row_to_spec(row)
+        spec = row_to_spec(row_from_dict(row))
         tv = orjson.loads(row["test_vectors"])
         inputs = {n: decode_value(v) for n, v in tv["inputs"].items()}
         seeds = {n: decode_value(v) for n, v in tv["output_grads"].items()}

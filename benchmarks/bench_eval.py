@@ -60,7 +60,8 @@ import orjson
 _EXPECT_CPU = {"structure": "none", "compile": "structure", "run": "compile"}
 
 
-def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict], dict[str, str]]:
+def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list, dict[str, str]]:
+    """The dataset's rows (contract Rows) and its preambles (``count`` rows produced where no dataset is given)."""
     from cudagen_data.gpu.recheck import dataset_rows
 
     if dataset is None:
@@ -84,26 +85,25 @@ def load_rows(dataset: Path | None, count: int, workers: int) -> tuple[list[dict
                 raise
             print(f"note: dataset card not written ({exc.name} missing)", file=sys.stderr)
         print(f"produced {count} rows in {time.perf_counter() - t0:.1f} s (not timed below)")
-    # dicts: the run stage's helpers timed here (eval/run.py) still read rows by column name
-    rows = [row.to_dict() for _, row in dataset_rows(dataset)]
+    rows = [row for _, row in dataset_rows(dataset)]
     preambles = orjson.loads((dataset / "manifest.json").read_bytes()).get("preambles", {})
     return rows, preambles
 
 
-def candidates(rows: list[dict], n: int, partial: bool = False):
+def candidates(rows: list, n: int, partial: bool = False):
     from cudagen_data.eval import Candidate, make_mutants
     from cudagen_data.eval.mutants import make_partial_mutants
 
     per_row = []
     for i, row in enumerate(rows):
-        items = [(row, Candidate(row["id"], row["cuda_forward"], row["cuda_backward"] or None), "original", "pass")]
+        items = [(row, Candidate(row.id, row.cuda_forward, row.cuda_backward or None), "original", "pass")]
         items += [
-            (row, Candidate(row["id"], m.forward), m.kind, m.stage)
+            (row, Candidate(row.id, m.forward), m.kind, m.stage)
             for m in make_mutants(row, rows[i + 1 : i + 2] or rows[:1])
         ]
         if partial:
             items += [
-                (row, Candidate(row["id"], m.forward, m.backward), m.kind, m.stage) for m in make_partial_mutants(row)
+                (row, Candidate(row.id, m.forward, m.backward), m.kind, m.stage) for m in make_partial_mutants(row)
             ]
         per_row.append(items)
     out = []
@@ -117,20 +117,19 @@ def candidates(rows: list[dict], n: int, partial: bool = False):
 
 def front_end_floor(items, preambles, scorer) -> float:
     """Seconds for the bare NVRTC front end over the same units, batched as the judge batches them."""
-    from cudagen_data.contracts.row import as_row
     from cudagen_data.eval.compile import BATCH, Unit, batch_text
 
     units = []
     for row, cand, _, _ in items:
-        if scorer._structure(as_row(row), cand).ok:  # noqa: SLF001 - only to pick the same units; not timed
-            back = cand.backward if cand.backward is not None else row["cuda_backward"]
+        if scorer._structure(row, cand).ok:  # noqa: SLF001 - only to pick the same units; not timed
+            back = cand.backward if cand.backward is not None else row.cuda_backward
             units.append(
                 Unit(
-                    scorer._preamble(as_row(row), preambles),
-                    row["device_functions"],
+                    scorer._preamble(row, preambles),
+                    row.device_functions,
                     cand.forward,
                     back,
-                    int(row["compile"]["arch"]),
+                    int(row.compile.arch),
                 )
             )  # noqa: SLF001
     groups: dict[tuple[str, int], list] = {}  # as compile_many groups them: one preamble and arch per NVRTC call
@@ -149,7 +148,7 @@ def front_end_floor(items, preambles, scorer) -> float:
     return time.perf_counter() - t0
 
 
-def run_stage_cpu(rows: list[dict]) -> int:
+def run_stage_cpu(rows: list) -> int:
     """Per row: the CPU reference and one judging of the row's own kernel on Warp's CPU
     backend, now and as the judge was before issue #23 (recorded + one fresh set, every
     set with the three guard fills), in the same run."""
@@ -189,7 +188,7 @@ def run_stage_cpu(rows: list[dict]) -> int:
         own = [s for s in before.sets if s.size == 0 and s.name in ("recorded", "fresh 1")]
         before = dataclasses.replace(before, sets=own)
         old_runs = [(s, fill, i == 0) for s in before.sets for i, fill in enumerate(GUARD_FILLS)]
-        spec, backward = now.spec, bool(row["cuda_backward"])
+        spec, backward = now.spec, bool(row.cuda_backward)
         with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
             module, kernels, _):  # fmt: skip
             if kernels[0] is None or warp_boundary.build_module(module, "cpu") is not None:
@@ -200,7 +199,7 @@ def run_stage_cpu(rows: list[dict]) -> int:
             ok_before = judged(before, kernels[0], old_runs, backward)
             t5 = time.perf_counter()
         if not (ok_now and ok_before):
-            print(f"  WRONG: the row's own kernel fails its judging on the CPU: {row['id']} {row['kernel_name']}")
+            print(f"  WRONG: the row's own kernel fails its judging on the CPU: {row.id} {row.kernel_name}")
         done += 1
         totals["ref_now"] += t1 - t0
         totals["ref_before"] += t2 - t1  # includes the CPU build of the row's module, as the other does
@@ -214,15 +213,15 @@ def run_stage_cpu(rows: list[dict]) -> int:
         f"  CPU reference per row (once per row, all its candidates): now {totals['ref_now'] / n:.3f} s, "
         f"before {totals['ref_before'] / n:.3f} s, ratio {totals['ref_now'] / max(totals['ref_before'], 1e-9):.2f}"
     )
-    builds = [r for r in rows if r["cuda_forward"]][:6]
+    builds = [r for r in rows if r.cuda_forward][:6]
     timed: dict[bool, list[float]] = {False: [], True: []}
     for row in builds:  # alternating, so load on the machine hits both alike
         for pch in (False, True):
             t0 = time.perf_counter()
             try:
-                compile_substituted(row, row["cuda_forward"], None, pch)
+                compile_substituted(row, row.cuda_forward, None, pch)
             except CandidateBuildFailed as exc:
-                print(f"  WRONG: the row's own CUDA does not build: {row['id']}: {exc}")
+                print(f"  WRONG: the row's own CUDA does not build: {row.id}: {exc}")
             timed[pch].append(time.perf_counter() - t0)
     warp_boundary.remove_nvrtc_pch(os.getpid())
     if len(builds) > 1:
@@ -250,7 +249,7 @@ class CpuStandIns:
         self.built: dict[tuple, dict] = {}  # row key -> (forward, backward) -> kernel, or str (why not)
         self._stack = contextlib.ExitStack()
 
-    def add(self, row: dict, forward: str, backward: str | None, kind: str) -> bool:
+    def add(self, row, forward: str, backward: str | None, kind: str) -> bool:
         """Plan the stand-in of one candidate; False where it has none."""
         from cudagen_data.eval.equivalence import lanes_cut
         from cudagen_data.eval.mutants import BODY_EDITS, PARTIAL_MASKS, Mutant, block_size, masked_cpu, replayed_cpu
@@ -259,13 +258,13 @@ class CpuStandIns:
         if kind == "original":
             edit = None
         elif kind in BODY_EDITS:
-            if kind == "writes_zeros" and row["block_dim"]:
+            if kind == "writes_zeros" and row.block_dim:
                 return False  # a tile zeroed in place loses its storage on the CPU: the launch segfaults
             edit = ("forward", BODY_EDITS[kind])
         elif kind == "replayed_outputs":
             edit = ("forward", lambda text: replayed_cpu(row, text))
         elif kind in PARTIAL_MASKS:
-            mask, block, tiled = PARTIAL_MASKS[kind], block_size(row), bool(row["block_dim"])
+            mask, block, tiled = PARTIAL_MASKS[kind], block_size(row), bool(row.block_dim)
             if tiled and lanes_cut(row, Mutant(kind, forward, "run", backward))[0]:
                 return False  # a mask through a block's lanes: no one-lane CPU counterpart
             edit = (mask.part, lambda text, m=mask, b=block, t=tiled: masked_cpu(text, m, b, t))
@@ -275,7 +274,7 @@ class CpuStandIns:
         return True
 
     @contextlib.contextmanager
-    def build(self, row: dict, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
+    def build(self, row, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
         from cudagen_data.eval.run import CandidateBuildFailed
         from cudagen_data.eval.structure import row_key
 
@@ -287,7 +286,7 @@ class CpuStandIns:
             raise CandidateBuildFailed(got)
         yield got, "CPU stand-in"
 
-    def _build_row(self, row: dict, plan: dict) -> dict:
+    def _build_row(self, row, plan: dict) -> dict:
         from cudagen_data import warp_boundary
         from cudagen_data.eval.equivalence import _changed_lines
         from cudagen_data.eval.mutants import BODY_EDITS
@@ -295,12 +294,12 @@ class CpuStandIns:
 
         batch = self._stack.enter_context(warp_boundary.open_batch_module(optimization_level=CPU_OPT_LEVEL))
         self._stack.enter_context(warp_boundary.fresh_kernel_cache())
-        name = row["kernel_name"]
+        name = row.kernel_name
         kernels, edits, kinds = {}, [], {}
         for i, (cand, (kind, edit)) in enumerate(plan.items()):
             kinds[cand] = kind
             new = f"{name}_cudagen_s{i}"
-            source = re.sub(rf"^def {re.escape(name)}\(", f"def {new}(", row["python_source"], count=1, flags=re.M)
+            source = re.sub(rf"^def {re.escape(name)}\(", f"def {new}(", row.python_source, count=1, flags=re.M)
             kernel, why = batch.add(source, new)
             kernels[cand] = kernel if kernel is not None else f"the stand-in does not load: {why}"
             if kernel is not None and edit is not None:
@@ -315,7 +314,7 @@ class CpuStandIns:
         for (cand, _), record in zip(edits, done, strict=True):
             if kinds[cand] in BODY_EDITS and record:
                 # a body edit must change the same lines in the CPU forward as in the CUDA one (as the witness)
-                if _changed_lines(*record[-1]) != _changed_lines(row["cuda_forward"], cand[0]):
+                if _changed_lines(*record[-1]) != _changed_lines(row.cuda_forward, cand[0]):
                     kernels[cand] = "the edit changes other lines in the CPU forward than in the CUDA one"
         return kernels
 
@@ -365,7 +364,7 @@ def _verdicts(items, scores, run: dict[int, tuple[str, bool, str]]) -> list[dict
     out = []
     for k, ((row, _, kind, _), sc) in enumerate(zip(items, scores, strict=True)):
         failed = sc.failed
-        line = {"k": k, "row": str(row["id"]), "kind": kind, "reached": sc.reached,
+        line = {"k": k, "row": str(row.id), "kind": kind, "reached": sc.reached,
                 "failed": failed.name if failed else None, "detail": failed.detail if failed else ""}  # fmt: skip
         if k in run:
             line["cpu_run"] = list(run[k])
@@ -422,7 +421,7 @@ def main() -> int:
     items = candidates(rows, args.candidates, args.partial)
     gpu = args.device.startswith("cuda")
     print(
-        f"{len(items)} candidates for {len({r['id'] for r, *_ in items})} rows; kinds: "
+        f"{len(items)} candidates for {len({r.id for r, *_ in items})} rows; kinds: "
         f"{dict(Counter(k for _, _, k, _ in items))}"
     )
 
@@ -432,17 +431,14 @@ def main() -> int:
     try:
         # Not timed: preambles (regenerated where the manifest lacks them) and NVRTC's
         # precompiled header of each one, so neither the judge nor the floor pays for it.
-        from cudagen_data.contracts.row import as_row
         from cudagen_data.eval.compile import Unit
 
         warm = {}
         for row, _cand, _, _ in items:
-            pre = scorer._preamble(as_row(row), preambles)  # noqa: SLF001
+            pre = scorer._preamble(row, preambles)  # noqa: SLF001
             warm.setdefault(
-                (pre, int(row["compile"]["arch"])),
-                Unit(
-                    pre, row["device_functions"], row["cuda_forward"], row["cuda_backward"], int(row["compile"]["arch"])
-                ),
+                (pre, int(row.compile.arch)),
+                Unit(pre, row.device_functions, row.cuda_forward, row.cuda_backward, int(row.compile.arch)),
             )
         if scorer.front_end is not None:
             for u in warm.values():
@@ -467,7 +463,7 @@ def main() -> int:
             got = sc.reached
             ok = got == ("compile" if stage == "pass" else _EXPECT_CPU[stage])
         if not ok:
-            wrong.append((row["id"], kind, stage, got, sc.failed.detail[:120] if sc.failed else ""))
+            wrong.append((row.id, kind, stage, got, sc.failed.detail[:120] if sc.failed else ""))
     if passed_mutants:
         from cudagen_data.eval.equivalence import verdicts
         from cudagen_data.eval.mutants import Mutant
@@ -489,7 +485,7 @@ def main() -> int:
         )
         for (row, m), v in zip(found, seen, strict=False):
             if v.status != "equivalent":
-                wrong.append((row["id"], m.kind, "run", "pass", f"CPU witness: {v.status}: {v.detail[:100]}"))
+                wrong.append((row.id, m.kind, "run", "pass", f"CPU witness: {v.status}: {v.detail[:100]}"))
     print(f"scorer: {scorer.describe()}")
     print(f"stage reached: {dict(Counter(s.reached for s in scores))}")
     rate = len(items) / judged

@@ -192,11 +192,13 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
     running or by the gradient check: regenerated from its slot, the pipeline ran it too)."""
     from cudagen_data.contracts.read import row_to_spec
     from cudagen_data.contracts.reject import RejectReason
+    from cudagen_data.contracts.row import row_from_dict
     from cudagen_data.generators import generate
 
     items = []
     for p in sorted((out / "jsonl").glob("*.jsonl")):
-        items += [(r["python_source"], row_to_spec(r)) for r in map(orjson.loads, p.read_bytes().splitlines())]
+        rows = map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines()))
+        items += [(r.python_source, row_to_spec(r)) for r in rows]
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         if not r.get("python_source"):

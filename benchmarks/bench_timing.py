@@ -131,8 +131,8 @@ def cpu_stand_in(stand_ins: dict[str, str]):
 
     @contextlib.contextmanager
     def cpu_kernel(row, forward, backward, device, precompiled_header=False):
-        with warp_boundary.loaded_source(stand_ins.get(forward, row["python_source"])) as loaded:
-            yield getattr(loaded.module, row["kernel_name"]), "cpu (stand-in)"
+        with warp_boundary.loaded_source(stand_ins.get(forward, row.python_source)) as loaded:
+            yield getattr(loaded.module, row.kernel_name), "cpu (stand-in)"
 
     saved = run.candidate_kernel, timing.candidate_kernel, timing.METHOD
     run.candidate_kernel = timing.candidate_kernel = cpu_kernel
@@ -174,13 +174,13 @@ def part_own_slowed(score, rows, own: bool, slowed: bool, stand_in: bool) -> boo
 
     pairs, stand_ins = [], {}
     if own:
-        pairs += [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"] or None)) for r in rows]
+        pairs += [(r, Candidate(r.id, r.cuda_forward, r.cuda_backward or None)) for r in rows]
     if slowed:
         for r in rows:
-            text = slowed_forward(r["cuda_forward"])
-            pairs.append((r, Candidate(r["id"], text)))
+            text = slowed_forward(r.cuda_forward)
+            pairs.append((r, Candidate(r.id, text)))
             if stand_in:
-                stand_ins[text] = slowed_python(r["python_source"], r["kernel_name"])
+                stand_ins[text] = slowed_python(r.python_source, r.kernel_name)
     scores, secs = score(True, pairs, stand_ins)
     what = " and ".join(p for p, on in (("own vs own", own), ("slowed", slowed)) if on)
     print(f"{what}: {len(rows)} rows, {len(pairs)} candidates scored with timing in {secs:.1f} s")
@@ -264,7 +264,7 @@ def main() -> int:
         return 2
 
     rows, preambles = load_rows(args.dataset, args.rows, args.workers or 0)
-    rows = [r for r in rows if r["cuda_forward"]][: args.rows]
+    rows = [r for r in rows if r.cuda_forward][: args.rows]
     stand_in = args.device == "cpu"
     if stand_in:
         print("CPU stand-in: candidate CUDA is not compiled (Python kernels stand in); figures are not the GPU targets")

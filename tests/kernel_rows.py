@@ -10,6 +10,7 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 from __future__ import annotations
 
 from cudagen_data.canonical import text_hash
+from cudagen_data.contracts.row import Row
 from cudagen_data.execution import SizedRun, execute_specs, size_note, test_vectors
 from cudagen_data.extract import extract_source
 from cudagen_data.gradcheck import check_gradients
@@ -322,13 +323,25 @@ def kernel_spec(name: str, index: int = 0) -> KernelSpec:
 
 
 def make_rows(names: list[str], sizes: bool = False) -> list[dict]:
-    """Rows for the named kernels, exactly as the producer would write them; ``sizes``:
-    with the producer's other sizes too (sizes.py: large, ragged), where a kernel has them."""
-    return rows_of([kernel_spec(n, i) for i, n in enumerate(names)], sizes)
+    """Rows for the named kernels, exactly as the producer would write them (row dicts, as
+    JSONL holds them); ``sizes``: with the producer's other sizes too (sizes.py: large,
+    ragged), where a kernel has them."""
+    return [row.to_dict() for row in make_row_objects(names, sizes)]
+
+
+def make_row_objects(names: list[str], sizes: bool = False) -> list[Row]:
+    """:func:`make_rows` as the contract's :class:`Row` objects (what the judge and
+    negatives take)."""
+    return row_objects_of([kernel_spec(n, i) for i, n in enumerate(names)], sizes)
 
 
 def rows_of(specs: list[KernelSpec], sizes: bool = False) -> list[dict]:
     """Rows for ``specs``, as the producer would write them (see make_rows)."""
+    return [row.to_dict() for row in row_objects_of(specs, sizes)]
+
+
+def row_objects_of(specs: list[KernelSpec], sizes: bool = False) -> list[Row]:
+    """:func:`rows_of` as :class:`Row` objects."""
     config = ProduceConfig(count=len(specs), categories=tuple(dict.fromkeys(s.category for s in specs)))
     more = [[SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)] for spec in specs]
     runs = execute_specs(specs, reference_checks={}, more=more if sizes else None)
@@ -351,7 +364,7 @@ def rows_of(specs: list[KernelSpec], sizes: bool = False) -> list[dict]:
                 versions()["warp"],
                 check,
                 size_note=size_note(run, fixed_size_reason(spec)),
-            ).to_dict()
+            )
         )
     return rows
 

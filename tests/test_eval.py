@@ -15,6 +15,7 @@ from fixtures_rows import write_folder
 from typer.testing import CliRunner
 
 from cudagen_data.cli import app
+from cudagen_data.contracts.row import Row
 from cudagen_data.eval import Candidate, Scorer, make_mutants, pass_at_k
 from cudagen_data.eval.compile import Unit, batch_text, compile_many, front_end_compiler
 from cudagen_data.eval.cuda_parse import ParseError, tokenize
@@ -38,8 +39,8 @@ KERNELS = ["chain", "atomic", "argmax"]
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
-    return kernel_rows.make_rows(KERNELS)
+def rows() -> list[Row]:
+    return kernel_rows.make_row_objects(KERNELS)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +48,9 @@ def dataset(rows, tmp_path_factory):
     folder = tmp_path_factory.mktemp("eval_ds")
     from cudagen_data.extract import extract_source
 
-    manifest = write_folder(folder, rows, ratios=(0.0, 0.0, 1.0))
-    preamble = extract_source(rows[0]["python_source"]).kernels[0].preamble
-    manifest["preambles"] = {rows[0]["preamble_hash"]: preamble}
+    manifest = write_folder(folder, [r.to_dict() for r in rows], ratios=(0.0, 0.0, 1.0))
+    preamble = extract_source(rows[0].python_source).kernels[0].preamble
+    manifest["preambles"] = {rows[0].preamble_hash: preamble}
     (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
     return folder, manifest["preambles"]
 
@@ -74,8 +75,8 @@ def test_tokens_ignore_comments_and_strings():
 
 def test_the_rows_own_cuda_passes_structure(rows):
     for row in rows:
-        check_candidate(row["cuda_forward"], kernel_shape(row["cuda_forward"]), "forward")
-        check_candidate(row["cuda_backward"], kernel_shape(row["cuda_backward"]), "backward")
+        check_candidate(row.cuda_forward, kernel_shape(row.cuda_forward), "forward")
+        check_candidate(row.cuda_backward, kernel_shape(row.cuda_backward), "backward")
 
 
 @pytest.mark.parametrize(
@@ -110,16 +111,16 @@ def test_the_rows_own_cuda_passes_structure(rows):
 def test_structure_rejects(rows, edit, reason):
     row = rows[0]
     with pytest.raises(StructureError, match=reason):
-        check_candidate(edit(row["cuda_forward"]), kernel_shape(row["cuda_forward"]), "forward")
+        check_candidate(edit(row.cuda_forward), kernel_shape(row.cuda_forward), "forward")
 
 
 def test_structure_allows_helpers_pragmas_and_renamed_parameters(rows):
     row = rows[0]
-    shape = kernel_shape(row["cuda_forward"])
+    shape = kernel_shape(row.cuda_forward)
     helper = "static __device__ __forceinline__ float twice(float v) { return v * 2.0f; }\n\n"
-    text = helper + row["cuda_forward"].replace("var_s", "scale").replace("{", "{\n#pragma unroll 4\n", 1)
+    text = helper + row.cuda_forward.replace("var_s", "scale").replace("{", "{\n#pragma unroll 4\n", 1)
     check_candidate(text, shape, "forward")
-    check_candidate(row["cuda_forward"].replace("{", "{ // clock64() in a comment\n", 1), shape, "forward")
+    check_candidate(row.cuda_forward.replace("{", "{ // clock64() in a comment\n", 1), shape, "forward")
 
 
 # --------------------------------------------------------------------------- compile
@@ -131,13 +132,13 @@ def test_batched_front_end_agrees_with_single_units(rows, dataset):
     if "front end" not in name or "unavailable" in name:
         pytest.skip(f"needs the standalone NVRTC front end: {name}")
     _, preambles = dataset
-    pre = preambles[rows[0]["preamble_hash"]]
+    pre = preambles[rows[0].preamble_hash]
     units = []
     for row in rows:
-        units.append(Unit(pre, row["device_functions"], row["cuda_forward"], row["cuda_backward"], 86))
+        units.append(Unit(pre, row.device_functions, row.cuda_forward, row.cuda_backward, 86))
         for m in make_mutants(row):
             if m.stage in ("compile", "run"):
-                units.append(Unit(pre, row["device_functions"], m.forward, row["cuda_backward"], 86))
+                units.append(Unit(pre, row.device_functions, m.forward, row.cuda_backward, 86))
     batched = compile_many(units, compiler)
     assert sum(not v.ok for v in batched) == len(rows)  # the undefined_call mutants
     # each failing candidate and two passing ones, compiled alone (~0.4 s a unit)
@@ -154,8 +155,8 @@ def test_batched_front_end_agrees_with_single_units(rows, dataset):
 
 def test_batch_line_ranges_cover_each_candidate(rows, dataset):
     _, preambles = dataset
-    pre = preambles[rows[0]["preamble_hash"]]
-    units = [Unit(pre, r["device_functions"], r["cuda_forward"], r["cuda_backward"], 86) for r in rows]
+    pre = preambles[rows[0].preamble_hash]
+    units = [Unit(pre, r.device_functions, r.cuda_forward, r.cuda_backward, 86) for r in rows]
     text, ranges = batch_text(units)
     lines = text.split("\n")
     for u, (lo, hi) in zip(units, ranges, strict=False):
@@ -166,10 +167,10 @@ def test_every_mutant_fails_at_its_stage_and_the_rows_own_cuda_passes(rows, data
     _, preambles = dataset
     pairs, expected = [], []
     for row in rows:
-        pairs.append((row, Candidate(row["id"], row["cuda_forward"], row["cuda_backward"])))
+        pairs.append((row, Candidate(row.id, row.cuda_forward, row.cuda_backward)))
         expected.append(("original", "compile"))
         for m in make_mutants(row, rows):
-            pairs.append((row, Candidate(row["id"], m.forward)))
+            pairs.append((row, Candidate(row.id, m.forward)))
             # without a GPU, run-stage mutants get as far as compile
             expected.append((m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage]))
     kinds = {k for k, _ in expected}
@@ -197,8 +198,10 @@ def test_full_compile_on_the_cpu(rows, dataset):
         bad = next(m for m in make_mutants(rows[0]) if m.kind == "writes_zeros").forward.replace(
             "decltype", "decltypo", 1
         )
+        # a row dict, as `datasets` loads one, is read as a Row on entry
+        as_loaded = rows[0].to_dict()
         good, broken = s.score_many(
-            [(rows[0], Candidate(rows[0]["id"], rows[0]["cuda_forward"])), (rows[0], Candidate(rows[0]["id"], bad))],
+            [(as_loaded, Candidate(rows[0].id, rows[0].cuda_forward)), (rows[0], Candidate(rows[0].id, bad))],
             preambles,
         )
     assert good.stage("compile").ok and good.reached == "compile"
@@ -207,8 +210,8 @@ def test_full_compile_on_the_cpu(rows, dataset):
 
 def test_a_backward_for_a_row_without_one_fails_structure(rows, scorer, dataset):
     _, preambles = dataset
-    row = {**rows[0], "id": "no-backward", "cuda_backward": ""}
-    (sc,) = scorer.score_many([(row, Candidate(row["id"], row["cuda_forward"], rows[0]["cuda_backward"]))], preambles)
+    row = dataclasses.replace(rows[0], id="no-backward", cuda_backward="")
+    (sc,) = scorer.score_many([(row, Candidate(row.id, row.cuda_forward, rows[0].cuda_backward))], preambles)
     assert sc.failed.name == "structure" and "no backward" in sc.failed.detail
 
 
@@ -273,7 +276,7 @@ def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_referen
 
 
 def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_reference, rows):
-    recorded = orjson.loads(rows[0]["test_vectors"])["outputs"]["y"]["data"]
+    recorded = orjson.loads(rows[0].test_vectors)["outputs"]["y"]["data"]
     body = "".join(
         f"    if i == {k}:\n        y[i] = wp.float32({float(np.float32(v))!r})\n" for k, v in enumerate(recorded)
     )
@@ -339,12 +342,12 @@ def test_the_run_stage_reports_what_a_candidate_ran_and_times_its_phases(rows):
     from cudagen_data.eval.pool import Job, process_job
 
     row = rows[0]
-    src = row["python_source"]
+    src = row.python_source
     sources = {"own": src, "swapped": src.replace("+ wp.tanh", "- wp.tanh"), "off": _WRONG_AT_LOW_END(src)}
 
     @contextlib.contextmanager
     def build(row, forward, backward, device, precompiled_header=False):
-        with batch_module([(sources[forward], row["kernel_name"])], optimization_level=CPU_OPT_LEVEL) as (m, k, _):
+        with batch_module([(sources[forward], row.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (m, k, _):
             assert build_module(m, "cpu") is None
             yield k[0], "cpu"
 
@@ -427,7 +430,7 @@ def guarded(x: wp.array(dtype=float), n: int, y: wp.array(dtype=float)):
 def guarded_row():
     kernel_rows.KERNELS["guarded"] = GUARDED
     try:
-        (row,) = kernel_rows.make_rows(["guarded"])
+        (row,) = kernel_rows.make_row_objects(["guarded"])
     finally:
         del kernel_rows.KERNELS["guarded"]
     return row
@@ -456,7 +459,7 @@ def test_equivalent_mutants_are_told_from_observable_ones_on_the_cpu(rows, guard
     )
     assert writes_zeros.status == "observable" and dropped.status == "observable", (writes_zeros, dropped)
     assert "out of bounds" in dropped.detail
-    no_cpu_counterpart = Mutant("timer_read", guarded_row["cuda_forward"] + "\n", "structure")
+    no_cpu_counterpart = Mutant("timer_read", guarded_row.cuda_forward + "\n", "structure")
     assert mutant_verdict(guarded_row, no_cpu_counterpart, ref).status == "unknown"
 
 
@@ -480,7 +483,7 @@ _LEFTOVER = 'wp.tile_empty(shape=TILE, dtype=wp.float32, storage="shared")'
 def shared_sum_row():
     kernel_rows.KERNELS["shared_sum"] = SHARED_SUM
     try:
-        (row,) = kernel_rows.make_rows(["shared_sum"])
+        (row,) = kernel_rows.make_row_objects(["shared_sum"])
     finally:
         del kernel_rows.KERNELS["shared_sum"]
     return row
@@ -548,7 +551,7 @@ def test_a_lanes_tile_memory_is_poisoned_in_the_witness(shared_sum_row):
     from cudagen_data.warp_boundary import edited_cpu_functions, fresh_kernel_cache, warp
 
     wp = warp()
-    src = shared_sum_row["python_source"]
+    src = shared_sum_row.python_source
     word = np.zeros(1, dtype=np.uint32)
     with _two_kernels(src, src.replace(_LOAD, _LEFTOVER)) as (module, (_, leftover), _), fresh_kernel_cache():
         with cooperative_cpu_blocks():
@@ -593,9 +596,9 @@ def test_eval_command(rows, dataset, tmp_path):
     folder, _ = dataset
     preds = []
     for row in rows:
-        preds.append({"id": row["id"], "cuda_forward": row["cuda_forward"], "cuda_backward": row["cuda_backward"]})
+        preds.append({"id": row.id, "cuda_forward": row.cuda_forward, "cuda_backward": row.cuda_backward})
         bad = next(m for m in make_mutants(row) if m.kind == "undefined_call")
-        preds.append({"id": row["id"], "cuda_forward": bad.forward})
+        preds.append({"id": row.id, "cuda_forward": bad.forward})
     path = _write_predictions(tmp_path / "preds.jsonl", preds)
     report = tmp_path / "report.json"
     res = CliRunner().invoke(app, ["eval", str(path), "--dataset", str(folder), "--report", str(report), "--seed", "7"])
@@ -637,8 +640,8 @@ def _untimed(d):
 )
 def test_eval_bad_input(rows, dataset, tmp_path, lines, args, message):
     folder, _ = dataset
-    good = orjson.dumps({"id": rows[0]["id"], "cuda_forward": rows[0]["cuda_forward"]})
-    lines = [line.replace(b'"X"', orjson.dumps(rows[0]["id"])) for line in lines]
+    good = orjson.dumps({"id": rows[0].id, "cuda_forward": rows[0].cuda_forward})
+    lines = [line.replace(b'"X"', orjson.dumps(rows[0].id)) for line in lines]
     path = tmp_path / "preds.jsonl"
     path.write_bytes(b"\n".join([good] + lines if lines else [good]) + b"\n")
     if lines:
@@ -664,11 +667,11 @@ def test_the_candidate_takes_the_place_of_warps_kernel_in_its_module(rows):
     row = rows[0]
     swapped = next(m for m in make_mutants(row) if m.kind == "operator_swapped").forward
     text = compile_substituted(row, swapped)
-    assert swapped in text and row["cuda_forward"] not in text and row["cuda_backward"] in text
+    assert swapped in text and row.cuda_forward not in text and row.cuda_backward in text
     with pytest.raises(CandidateBuildFailed, match="error"):
         compile_substituted(row, swapped.replace("wp::sub(", "wp::sub_nope(", 1))
     with pytest.raises(CandidateBuildFailed, match="drift"):
-        compile_substituted({**row, "cuda_forward": row["cuda_forward"].replace("{", "{ ", 1)}, swapped)
+        compile_substituted(dataclasses.replace(row, cuda_forward=row.cuda_forward.replace("{", "{ ", 1)), swapped)
 
 
 def test_scorer_refuses_a_device_it_cannot_use():
@@ -685,13 +688,15 @@ def test_worker_pool_survives_a_crashing_row(rows):
     """A row whose own kernel kills its worker fails alone (not judged); a fresh worker runs the rest."""
     from cudagen_data.eval.pool import Job, WorkerPool
 
-    crashing = {**rows[1], "id": "crashing", "python_source": "import os\nos._exit(7)\n" + rows[1]["python_source"]}
+    crashing = dataclasses.replace(
+        rows[1], id="crashing", python_source="import os\nos._exit(7)\n" + rows[1].python_source
+    )
     pool = WorkerPool("cpu", 1)
     try:
         out = pool.run(
             [
-                Job(crashing, 1, [(0, rows[1]["cuda_forward"], None)]),
-                Job(rows[0], 1, [(1, rows[0]["cuda_forward"], None)]),
+                Job(crashing, 1, [(0, rows[1].cuda_forward, None)]),
+                Job(rows[0], 1, [(1, rows[0].cuda_forward, None)]),
             ]
         )
     finally:
@@ -706,10 +711,12 @@ def test_worker_pool_kills_a_candidate_that_never_finishes(rows):
     """A worker silent past the time limit is killed; its job's in-flight work fails with the reason."""
     from cudagen_data.eval.pool import Job, WorkerPool
 
-    hanging = {**rows[1], "id": "hanging", "python_source": "import time\ntime.sleep(600)\n" + rows[1]["python_source"]}
+    hanging = dataclasses.replace(
+        rows[1], id="hanging", python_source="import time\ntime.sleep(600)\n" + rows[1].python_source
+    )
     pool = WorkerPool("cpu", 1, reference_timeout=3.0)
     try:
-        out = pool.run([Job(hanging, 1, [(0, rows[1]["cuda_forward"], None)])])
+        out = pool.run([Job(hanging, 1, [(0, rows[1].cuda_forward, None)])])
     finally:
         pool.close()
     assert not out[0].ok and "took over 3 s" in out[0].detail
@@ -757,20 +764,20 @@ def test_rows_sharing_an_id_keep_their_own_kernel_shapes():
     from cudagen_data.eval.score import row_key
     from cudagen_data.extract import extract_source
 
-    (tile,) = kernel_rows.make_rows(["tile"])
-    renamed_source = tile["python_source"].replace("t = ", "tt = ").replace("(t)", "(tt)").replace("total", "acc")
-    assert canonical_hashes(renamed_source)[0] == tile["id"]
-    k = extract_source(renamed_source, block_dim=tile["block_dim"], arch=tile["compile"]["arch"]).kernels[0]
-    twin = {
-        **tile,
-        "python_source": renamed_source,
-        "cuda_forward": k.forward,
-        "cuda_backward": k.backward,
-        "device_functions": k.device_functions,
-    }
-    assert kernel_shape(twin["cuda_forward"]).name != kernel_shape(tile["cuda_forward"]).name
+    (tile,) = kernel_rows.make_row_objects(["tile"])
+    renamed_source = tile.python_source.replace("t = ", "tt = ").replace("(t)", "(tt)").replace("total", "acc")
+    assert canonical_hashes(renamed_source)[0] == tile.id
+    k = extract_source(renamed_source, block_dim=tile.block_dim, arch=tile.compile.arch).kernels[0]
+    twin = dataclasses.replace(
+        tile,
+        python_source=renamed_source,
+        cuda_forward=k.forward,
+        cuda_backward=k.backward,
+        device_functions=k.device_functions,
+    )
+    assert kernel_shape(twin.cuda_forward).name != kernel_shape(tile.cuda_forward).name
     assert row_key(twin) != row_key(tile)
-    pairs = [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in (tile, twin, tile)]
+    pairs = [(r, Candidate(r.id, r.cuda_forward, r.cuda_backward)) for r in (tile, twin, tile)]
     with Scorer("cpu", full_compile=False, seed=1) as s:
         scores = s.score_many(pairs)
     assert [(sc.reached, sc.failed) for sc in scores] == [("compile", None)] * 3, [sc.failed for sc in scores]
@@ -783,11 +790,11 @@ def test_a_tile_rows_candidate_is_substituted_for_another_arch(arch):
     one, so the candidate replaces it (here: compiled to PTX for that arch, no GPU)."""
     from cudagen_data.eval.run import compile_substituted
 
-    (tile,) = kernel_rows.make_rows(["tile"])
-    row = tile if arch is None else {**tile, "compile": {**tile["compile"], "arch": arch}}
-    assert arch is None or arch != tile["compile"]["arch"]
-    candidate = tile["cuda_forward"].replace("// forward", "// forward (the candidate's)", 1)
-    assert candidate != tile["cuda_forward"]
+    (tile,) = kernel_rows.make_row_objects(["tile"])
+    row = tile if arch is None else dataclasses.replace(tile, compile=dataclasses.replace(tile.compile, arch=arch))
+    assert arch is None or arch != tile.compile.arch
+    candidate = tile.cuda_forward.replace("// forward", "// forward (the candidate's)", 1)
+    assert candidate != tile.cuda_forward
     assert "// forward (the candidate's)" in compile_substituted(row, candidate)
 
 
@@ -795,13 +802,13 @@ def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
     """writes_zeros once assigned a zero to what a store writes; where that is one of
     Warp's constants (`const wp::int32 var_15 = 1;`, the forward_only row's atomic_add of 1)
     the mutant did not compile, so it failed at compile instead of run (GPU suite)."""
-    rows = kernel_rows.make_rows(["forward_only", "tile"])
+    rows = kernel_rows.make_row_objects(["forward_only", "tile"])
     pairs, expected = [], []
     for row in rows:
         for m in make_mutants(row, rows):
-            pairs.append((row, Candidate(row["id"], m.forward)))
+            pairs.append((row, Candidate(row.id, m.forward)))
             expected.append(
-                (row["kernel_name"], m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage])
+                (row.kernel_name, m.kind, {"structure": "none", "compile": "structure", "run": "compile"}[m.stage])
             )
     assert ("peak_and_bins", "writes_zeros", "compile") in expected and (
         "tile_sum",
@@ -818,10 +825,10 @@ def test_mutants_of_tile_and_constant_storing_rows_fail_only_at_their_stage():
 
 
 @pytest.fixture(scope="module")
-def partial_rows() -> dict[str, dict]:
+def partial_rows() -> dict[str, Row]:
     """The issue's known escapes, and rows of every kind of kernel (plain, atomic, tile, forward-only)."""
     names = [*kernel_rows.ESCAPE_KERNELS, "chain", "atomic", "tile"]
-    return dict(zip(names, kernel_rows.make_rows(names, sizes=True), strict=True))
+    return dict(zip(names, kernel_rows.make_row_objects(names, sizes=True), strict=True))
 
 
 # What the CPU witness must say of each partial-work mutant of each row: every one is
@@ -894,9 +901,9 @@ def test_every_partial_work_mutant_is_caught_or_witnessed_equivalent(partial_row
         assert details[(name, "partial_all_but_last_element")].startswith("recorded inputs"), name
     # a table of the recorded outputs is caught at the other recorded sizes (or on drawn inputs)
     for name in ("min_two_level", "chain", "atomic", "tile", "tile_idle_lanes"):
-        assert partial_rows[name]["launch_dim"][0] != refs[name].sizes[1][0]
+        assert partial_rows[name].launch_dim[0] != refs[name].sizes[1][0]
         detail = details[(name, "replayed_outputs")]
-        launch = "x".join(map(str, partial_rows[name]["launch_dim"]))
+        launch = "x".join(map(str, partial_rows[name].launch_dim))
         assert not detail.startswith(f"recorded inputs (launch {launch})"), detail
     assert all(len(refs[name].sizes) == 3 for name in refs)  # every row here has three recorded sizes
     # the input-blind row whose table replay is right everywhere: the producer rejects it
@@ -919,8 +926,8 @@ def test_partial_work_mutants_compile_and_keep_the_rows_own_code(partial_rows, d
         for m in make_partial_mutants(row):
             assert m.stage == "run" and (m.backward is None) == (not m.kind.startswith("backward_"))
             if m.backward is not None:
-                assert m.forward == row["cuda_forward"] and m.backward != row["cuda_backward"]
-            pairs.append((row, Candidate(row["id"], m.forward, m.backward)))
+                assert m.forward == row.cuda_forward and m.backward != row.cuda_backward
+            pairs.append((row, Candidate(row.id, m.forward, m.backward)))
             kinds.add(m.kind)
     assert kinds == set(PARTIAL_KINDS)
     with Scorer("cpu", full_compile=False, seed=1) as s:
@@ -985,7 +992,7 @@ def int_min_two_level(x: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)
 def int_min_row():
     kernel_rows.KERNELS["int_min"] = INT_MIN
     try:
-        (row,) = kernel_rows.make_rows(["int_min"])
+        (row,) = kernel_rows.make_row_objects(["int_min"])
     finally:
         del kernel_rows.KERNELS["int_min"]
     return row
@@ -1005,7 +1012,7 @@ def test_integer_inputs_get_adversarial_sets_that_catch_a_partial_min(int_min_ro
     assert [a.name for a in spiked_arrays(spec)] == ["x"]  # an integer input; `out` (one value) is not spiked
 
     def skipped_slice_never_decides(seed: int) -> bool:
-        xs = [draw_fresh(spec, draw_rng(seed, str(row["id"]), 0, f"fresh {k + 1}", 0))[0]["x"] for k in range(12)]
+        xs = [draw_fresh(spec, draw_rng(seed, str(row.id), 0, f"fresh {k + 1}", 0))[0]["x"] for k in range(12)]
         return all(np.delete(x, np.s_[15::16]).min() == x.min() for x in xs)
 
     seed = next(s for s in range(200) if skipped_slice_never_decides(s))
@@ -1032,7 +1039,7 @@ def test_a_candidate_build_with_the_precompiled_header_leaves_it_to_be_removed(r
     warp_boundary.remove_nvrtc_pch(os.getpid())
     row = rows[0]
     for k in range(2):
-        text = compile_substituted(row, row["cuda_forward"].replace("// forward", f"// forward {k}"), None, True)
+        text = compile_substituted(row, row.cuda_forward.replace("// forward", f"// forward {k}"), None, True)
         assert f"// forward {k}" in text
     made = warp_boundary.nvrtc_pch_folders(os.getpid())
     if not made:

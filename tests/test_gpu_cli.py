@@ -128,7 +128,7 @@ def references(rows):
 def test_twin_tolerance_accepts_float32_error_and_rejects_perturbation(rows, references, name):
     ref = references[name]
     assert ref.twin == "ok", ref.twin
-    _, outputs, _, grads = recorded_run(rows[name])
+    _, outputs, _, grads = recorded_run(row_from_dict(rows[name]))
     arrays = {**outputs, **{grad_key(n): g for n, g in grads.items()}}
     measured, rejected = 0.0, 0
     # float16 keeps ~3 digits, so its tolerance is ~1%: perturb it by 10%.

@@ -5,6 +5,7 @@ written, loadable, deterministic and resumable, mined rows, bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -20,6 +21,7 @@ from cudagen_data import spans
 from cudagen_data.cli import app
 from cudagen_data.contracts.manifest import Manifest
 from cudagen_data.contracts.negative import NEGATIVE_SCHEMA
+from cudagen_data.contracts.row import Provenance, RealRow, Row
 from cudagen_data.eval import mutants
 from cudagen_data.extract import extract_source
 from cudagen_data.negatives import (
@@ -55,19 +57,19 @@ def strided_scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
-    return kernel_rows.make_rows(KERNELS)
+def rows() -> list[Row]:
+    return kernel_rows.make_row_objects(KERNELS)
 
 
 @pytest.fixture(scope="module")
 def preambles(rows) -> dict[str, str]:
-    return {rows[0]["preamble_hash"]: extract_source(rows[0]["python_source"]).kernels[0].preamble}
+    return {rows[0].preamble_hash: extract_source(rows[0].python_source).kernels[0].preamble}
 
 
 @pytest.fixture(scope="module")
 def dataset(rows, preambles, tmp_path_factory):
     folder = tmp_path_factory.mktemp("neg_ds")
-    manifest = write_folder(folder, rows, ratios=(0.34, 0.33, 0.33))
+    manifest = write_folder(folder, [r.to_dict() for r in rows], ratios=(0.34, 0.33, 0.33))
     manifest["preambles"] = preambles
     (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
     return folder
@@ -87,21 +89,21 @@ def _negatives(folder) -> list[dict]:
     return [r for f in manifest.parquet_files("negatives") for r in pq.read_table(folder / f.path).to_pylist()]
 
 
-def _proof(row: dict, cand: Candidate, preambles: dict) -> object:
+def _proof(row: Row, cand: Candidate, preambles: dict) -> object:
     work = [RowWork(row, [cand])]
     prove_candidates(work, preambles, 3, [(0, 0)])
     return work[0].outcomes[0]
 
 
-def _candidate(row: dict, rows: list[dict], kind: str, variant: str = "") -> Candidate:
+def _candidate(row: Row, rows: list[Row], kind: str, variant: str = "") -> Candidate:
     return next(c for c in candidates(row, [r for r in rows if r is not row]) if (c.kind, c.variant) == (kind, variant))
 
 
 @pytest.fixture(scope="module")
-def loop_row() -> dict:
+def loop_row() -> Row:
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(kernel_rows.ESCAPE_KERNELS, "store_in_loop", STORE_IN_LOOP)
-        return kernel_rows.make_rows(["store_in_loop"])[0]
+        return kernel_rows.make_row_objects(["store_in_loop"])[0]
 
 
 # --------------------------------------------------------------------------- each kind at its stage
@@ -117,7 +119,7 @@ def test_one_wrong_kernel_of_each_kind_is_proven_at_its_stage(kind, rows, preamb
     assert made, f"no {kind} candidate on {KERNELS}"
     row, cand = made[0]
     outcome = _proof(row, cand, preambles)
-    assert outcome.proven, f"{kind}/{cand.variant} on {row['kernel_name']}: {outcome.reason}: {outcome.evidence}"
+    assert outcome.proven, f"{kind}/{cand.variant} on {row.kernel_name}: {outcome.reason}: {outcome.evidence}"
     assert outcome.evidence.startswith(STAGE_WORDS[KINDS[kind]]), outcome.evidence
     if kind == "wrong_backward":
         assert "input gradient" in outcome.evidence and "finite differences" in outcome.evidence
@@ -130,14 +132,14 @@ def test_a_candidate_that_is_not_wrong_is_discarded(rows, preambles):
     nothing) is not shipped as a run-stage negative, nor is a 'structure' one that passes."""
     row = rows[0]
     noop = lambda text: text.replace("// forward\n", "// forward\n        (void)0;\n", 1)  # noqa: E731
-    harmless = Candidate("operator_swapped", "", noop(row["cuda_forward"]), row["cuda_backward"], "forward", noop)
+    harmless = Candidate("operator_swapped", "", noop(row.cuda_forward), row.cuda_backward, "forward", noop)
     outcome = _proof(row, harmless, preambles)
     assert not outcome.proven and outcome.reason == "indistinguishable", outcome
-    same = Candidate("structure", "wrong_name", row["cuda_forward"] + "\n", row["cuda_backward"], "none")
+    same = Candidate("structure", "wrong_name", row.cuda_forward + "\n", row.cuda_backward, "none")
     outcome = _proof(row, same, preambles)
     assert not outcome.proven and outcome.reason == "passed_its_stage"
     # a run-stage kind that the structure stage already refuses is not a run-stage negative
-    early = Candidate("writes_zeros", "", "__device__ int g;\n" + row["cuda_forward"], row["cuda_backward"], "forward")
+    early = Candidate("writes_zeros", "", "__device__ int g;\n" + row.cuda_forward, row.cuda_backward, "forward")
     outcome = _proof(row, early, preambles)
     assert not outcome.proven and outcome.reason == "caught_earlier"
 
@@ -172,11 +174,14 @@ def test_memorized_outputs_in_a_loop_builds_on_the_cpu_and_a_copy_that_does_not_
     module with it; the module is split until that copy alone is discarded, and the other
     candidates of the round (other rows too) are still proven.  Scoped (kinds.py), it
     builds and is proven."""
-    preambles = {**preambles, loop_row["preamble_hash"]: extract_source(loop_row["python_source"]).kernels[0].preamble}
+    preambles = {**preambles, loop_row.preamble_hash: extract_source(loop_row.python_source).kernels[0].preamble}
     raw = mutants.memorized_outputs(loop_row)
-    assert raw is not None and "goto" in loop_row["cuda_forward"]
-    unscoped = Candidate("memorized_outputs", "", raw, loop_row["cuda_backward"], "forward",
-                         lambda text: mutants.memorized_outputs({**loop_row, "cuda_forward": text}))  # fmt: skip
+    assert raw is not None and "goto" in loop_row.cuda_forward
+
+    def unscoped_edit(text: str) -> str | None:
+        return mutants.memorized_outputs(dataclasses.replace(loop_row, cuda_forward=text))
+
+    unscoped = Candidate("memorized_outputs", "", raw, loop_row.cuda_backward, "forward", unscoped_edit)
     scoped = _candidate(loop_row, rows, "memorized_outputs")
     assert scoped.forward != raw and scoped.edit is not None and memorized_edit(loop_row)(raw) is None
     work = [
@@ -198,7 +203,7 @@ def test_a_row_short_of_run_stage_negatives_takes_structure_and_compile_ones(row
     def noop(i: int):
         return lambda text: text.replace("// forward\n", f"// forward\n        (void){i};\n", 1)
 
-    fwd, bwd = row["cuda_forward"], row["cuda_backward"]
+    fwd, bwd = row.cuda_forward, row.cuda_backward
     harmless = [Candidate("operator_swapped", str(i), noop(i)(fwd), bwd, "forward", noop(i)) for i in range(3)]
     rest = [c for c in candidates(row, rows[1:]) if c.stage != RUN]
     work = [RowWork(row, harmless + rest)]
@@ -231,7 +236,9 @@ def test_the_ranking_is_balanced_where_rows_allow_kinds(rows):
     three hand-written rows, each 20 times) get kinds within a factor of 2 of their fair
     share if every first choice is proven; a ranking that always takes a row's first kinds
     (KINDS order) is not."""
-    positives = [Positive("default", "train", {**r, "id": f"{r['id']}-{k}"}, None) for k in range(20) for r in rows]
+    positives = [
+        Positive("default", "train", dataclasses.replace(r, id=f"{r.id}-{k}")) for k in range(20) for r in rows
+    ]
     ranking = rank(positives, tuple(KINDS), 3)
     allowing = Counter(kind for picks in ranking for kind in {k for k, _ in picks})
     chosen = Counter(kind for picks in ranking for kind, _ in picks[:3])
@@ -242,7 +249,8 @@ def test_the_ranking_is_balanced_where_rows_allow_kinds(rows):
 
 def test_a_mined_row_gets_structure_and_compile_candidates_only(rows):
     """A mined row's Python source needs its file, so nothing can run it: no run-stage kinds."""
-    mined = {**rows[0], "provenance": {"path": "warp/examples/x.py"}}
+    where = Provenance("warp/examples/x.py", 1, "k", "", "warp-lang", "1.0", "Apache-2.0", False, "", False, [])
+    mined = RealRow(**vars(rows[0]), provenance=where)
     stages = {c.stage for c in candidates(mined, rows[1:])}
     assert stages == {"structure", "compile"}
     assert "run" in {c.stage for c in candidates(rows[0], rows[1:])}
@@ -251,7 +259,7 @@ def test_a_mined_row_gets_structure_and_compile_candidates_only(rows):
 def test_structure_candidates_break_a_structure_rule(rows):
     for cand in candidates(rows[0], rows[1:]):
         if cand.stage == STRUCTURE:
-            assert cand.forward != rows[0]["cuda_forward"]
+            assert cand.forward != rows[0].cuda_forward
 
 
 # --------------------------------------------------------------------------- the configuration
@@ -265,7 +273,7 @@ def test_configuration_written_and_counted(made, rows):
     assert stats["positives"] == len(rows)
     assert stats["per_positive"] >= 3.0
     assert sum(stats["by_stage"].values()) == len(negs)
-    positives = {r["id"]: r for r in rows}
+    positives = {r.id: r for r in rows}
     manifest = Manifest.read(folder)
     split_of = {}
     for f in manifest.parquet_files():
@@ -278,7 +286,7 @@ def test_configuration_written_and_counted(made, rows):
             assert neg["stage"] == KINDS[neg["kind"]]
             assert neg["evidence"].startswith(STAGE_WORDS[neg["stage"]])
             assert neg["diff"].startswith("--- a/")
-            assert (neg["cuda_forward"], neg["cuda_backward"]) != (pos["cuda_forward"], pos["cuda_backward"])
+            assert (neg["cuda_forward"], neg["cuda_backward"]) != (pos.cuda_forward, pos.cuda_backward)
     assert set(stats["balance"]["fair_share"]) == {k for k, n in stats["rows_allowing_kind"].items() if n}
     assert stats["balance"]["factor"] == 2.0
     card = (folder / "README.md").read_text()

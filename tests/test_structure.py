@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import orjson
@@ -438,10 +439,11 @@ def test_the_layer_checks_can_fail(tmp_path):
 # --- Readers go through the row contract (issue #25, part 3) ------------------------------
 #
 # A row is read once at the boundary (dataset/read.py, DatasetFolder.iter_rows, the
-# functions that take a row dict from a caller: contracts.row.as_row) and by attribute
-# after that, so a renamed column fails in contracts/ only.  The scan below finds a
-# column's name used as a string key (``x["cuda_forward"]``, ``x.get("id")``,
-# ``"provenance" in x``) anywhere outside contracts/.
+# public entry points that take a row dict from a user: contracts.row.as_row) and by
+# attribute after that, so a renamed column fails in contracts/ only.  The scan below
+# finds a column's name used as a string key (``x["cuda_forward"]``, ``x.get("id")``,
+# ``"provenance" in x``, or an f-string that can spell one: ``x[f"cuda_{part}"]``)
+# anywhere outside contracts/.
 
 # Not rows: dicts and tables whose keys share a name with a column, by (file, receiver).
 NOT_ROWS = {
@@ -449,6 +451,9 @@ NOT_ROWS = {
     ("cudagen_data/dataset/lengths.py", "table"): "columns of an Arrow table, read by name for columnar sums",
     ("cudagen_data/eval/command.py", "obj"): "a predictions line (its own format: id, cuda_forward, cuda_backward)",
     ("cudagen_data/eval/report.py", "t"): "the report's totals by category and difficulty",
+    ("cudagen_data/eval/run.py", "module.options"): "Warp's module options",
+    ("cudagen_data/eval/shared_scrub.py", "kernel.module.options"): "Warp's module options",
+    ("cudagen_data/eval/shared_scrub.py", "self.kernel.module.options"): "Warp's module options",
     ("cudagen_data/extract/levels.py", "record"): "the compiler record of the manifest",
     ("cudagen_data/gpu/report.py", "f"): "a failure of the GPU report's JSON",
     ("cudagen_data/gpu/worker.py", "module.options"): "Warp's module options",
@@ -461,22 +466,22 @@ NOT_ROWS = {
     ("cudagen_data/publish/card_real.py", "stats"): "stats.json's figures",
     ("cudagen_data/warp_boundary/modules.py", "module.options"): "Warp's module options",
 }
-# Shrinking allowlist: readers that other engineers edit in this wave; they still read rows
-# by column name (their callers hand them row dicts: eval/score.py passes its jobs
-# ``Row.to_dict()``).  Remove an entry when its file reads rows through the contract (the
-# test fails on an entry with nothing left to allow).
-ROW_READERS_NOT_CONVERTED = {
-    "cudagen_data/eval/equivalence.py",
-    "cudagen_data/eval/pool.py",
-    "cudagen_data/eval/reference.py",
-    "cudagen_data/eval/run.py",
-    "cudagen_data/eval/timing.py",
-    "cudagen_data/negatives/kinds.py",
-}
+
+
+def _column_key(key: ast.expr) -> str | None:
+    """``key`` as written where it names a row column: a string constant that is one, or an
+    f-string whose literal parts can spell one (``f"cuda_{part}"``; not one of no literal
+    text, ``f"{name}"``, which says nothing of what it reads)."""
+    if isinstance(key, ast.Constant):
+        return ast.unparse(key) if key.value in ALL_COLUMNS else None
+    if not isinstance(key, ast.JoinedStr) or not any(isinstance(v, ast.Constant) for v in key.values):
+        return None
+    pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".*" for v in key.values)
+    return ast.unparse(key) if any(re.fullmatch(pattern, c) for c in ALL_COLUMNS) else None
 
 
 def _column_key_reads(root: Path) -> list[tuple[str, int, str, str]]:
-    """(file, line, receiver, column) for each string-key use of a row column's name."""
+    """(file, line, receiver, key as written) for each string-key use of a row column's name."""
     found = []
     for path in sorted(root.rglob("*.py")):
         rel = f"{root.name}/{path.relative_to(root).as_posix()}"
@@ -489,33 +494,27 @@ def _column_key_reads(root: Path) -> list[tuple[str, int, str, str]]:
                     key, receiver = node.args[0], node.func.value
             elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn):
                 key, receiver = node.left, node.comparators[0]
-            if isinstance(key, ast.Constant) and key.value in ALL_COLUMNS:
-                found.append((rel, node.lineno, ast.unparse(receiver), key.value))
+            column = _column_key(key) if key is not None else None
+            if column is not None:
+                found.append((rel, node.lineno, ast.unparse(receiver), column))
     return found
 
 
-def _row_key_offenders(root: Path) -> tuple[list[str], set[str]]:
-    """String-key reads of row columns that no entry allows; and the unconverted files
-    that still have some."""
-    offenders, still = [], set()
-    for rel, line, receiver, column in _column_key_reads(root):
-        if rel.startswith(f"{root.name}/contracts/") or (rel, receiver) in NOT_ROWS:
-            continue
-        if rel in ROW_READERS_NOT_CONVERTED:
-            still.add(rel)
-            continue
-        offenders.append(f"{rel}:{line}: {receiver}[{column!r}]")
-    return offenders, still
+def _row_key_offenders(root: Path) -> list[str]:
+    """String-key reads of row columns that no entry allows."""
+    return [
+        f"{rel}:{line}: {receiver}[{column}]"
+        for rel, line, receiver, column in _column_key_reads(root)
+        if not rel.startswith(f"{root.name}/contracts/") and (rel, receiver) not in NOT_ROWS
+    ]
 
 
 def test_rows_are_read_through_the_contract():
-    offenders, still = _row_key_offenders(PACKAGE)
+    offenders = _row_key_offenders(PACKAGE)
     assert not offenders, (
         "row columns read by string key (read the row as a Row where it comes in: dataset.read.read_rows_from, "
         "contracts.row.row_from_dict / as_row; then use attributes):\n" + "\n".join(offenders)
     )
-    stale = ROW_READERS_NOT_CONVERTED - still
-    assert not stale, f"{sorted(stale)} read rows through the contract now: remove them from ROW_READERS_NOT_CONVERTED"
     used = {(rel, receiver) for rel, _, receiver, _ in _column_key_reads(PACKAGE)}
     assert not set(NOT_ROWS) - used, f"NOT_ROWS entries that match nothing: {sorted(set(NOT_ROWS) - used)}"
 
@@ -531,12 +530,15 @@ def test_the_row_key_scan_can_fail(tmp_path):
         '    c = "python_hash" in out\n'  # a column used as a type switch
         '    d = row["kernel_name"].upper()\n'
         '    e = stats["rows"], r.get("not_a_column"), row.cuda_forward\n'  # not a column; an attribute
-        "    return a, b, c, d, e\n"
+        '    g = row[f"cuda_{part}"]\n'  # an f-string that spells cuda_forward, cuda_backward, cuda_hash
+        '    h = stats[f"pass@{k}"], r.get(f"{name}"), r[f"x_{part}"]\n'  # spells no column; says nothing
+        "    return a, b, c, d, e, g, h\n"
     )
-    offenders, _ = _row_key_offenders(pkg)
+    offenders = _row_key_offenders(pkg)
     assert [o.split(": ", 1)[1] for o in offenders] == [
         "row['cuda_forward']",
         "r['provenance']",
         "out['python_hash']",
+        "row[f'cuda_{part}']",
         "row['kernel_name']",
     ]

@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from cudagen_data import warp_boundary
+from cudagen_data.contracts.row import Row
 from cudagen_data.eval import (
     EvalInputError,
     EvalReport,
@@ -192,10 +193,10 @@ def test_the_run_stage_takes_the_shared_lock_around_each_launch_and_its_sync(mon
     real_sync = wp.synchronize_device
     monkeypatch.setattr(run_module, "gpu_lock", recording_lock)
     monkeypatch.setattr(wp, "synchronize_device", lambda d=None: (calls.append(len(taken)), real_sync(d))[1])
-    row = kernel_rows.make_rows(["chain"])[0]
+    row = kernel_rows.make_row_objects(["chain"])[0]
     ref = compute_reference(row, 11, 1)
     s = ref.sets[0]
-    with warp_boundary.loaded_source(row["python_source"]) as loaded:
+    with warp_boundary.loaded_source(row.python_source) as loaded:
         got = run_module.run_guarded(s.spec, loaded.module.chain, "cpu", s.inputs, s.output_grads, backward=True)
     assert not got.problems and "x.grad" in got.values
     # forward launch + sync, then backward + sync: each inside its own shared hold
@@ -603,11 +604,11 @@ def test_partial_at_scale_compiles_and_keeps_the_kernel():
 # ------------------------------------------------------------------ the run stage's glue, on the CPU
 
 
-def _partial_at_scale_source(row: dict) -> str:
+def _partial_at_scale_source(row: Row) -> str:
     """The row's Python kernel with speed.partial_at_scale's edit: half the work over 4096 threads."""
     skip = "    i = wp.tid()\n    if y.shape[0] > 4096 and i >= y.shape[0] // 2:\n        return\n"
-    edited = row["python_source"].replace("    i = wp.tid()\n", skip, 1)
-    assert edited != row["python_source"]
+    edited = row.python_source.replace("    i = wp.tid()\n", skip, 1)
+    assert edited != row.python_source
     return edited
 
 
@@ -621,8 +622,8 @@ def cpu_builds(monkeypatch):
 
     @contextlib.contextmanager
     def cpu_kernel(row, forward, backward, device, precompiled_header=False):
-        with warp_boundary.loaded_source(sources.get(forward, row["python_source"])) as loaded:
-            yield getattr(loaded.module, row["kernel_name"]), "cpu (test)"
+        with warp_boundary.loaded_source(sources.get(forward, row.python_source)) as loaded:
+            yield getattr(loaded.module, row.kernel_name), "cpu (test)"
 
     monkeypatch.setattr(run_module, "candidate_kernel", cpu_kernel)
     monkeypatch.setattr(timing, "candidate_kernel", cpu_kernel)
@@ -633,8 +634,8 @@ def cpu_builds(monkeypatch):
 
 
 def test_a_job_with_timing_times_its_passing_candidates(cpu_builds):
-    row = kernel_rows.make_rows(["chain"])[0]
-    fwd, bwd = row["cuda_forward"], row["cuda_backward"]
+    row = kernel_rows.make_row_objects(["chain"])[0]
+    fwd, bwd = row.cuda_forward, row.cuda_backward
     lazy = partial_at_scale(fwd, 4096)
     cpu_builds[lazy] = _partial_at_scale_source(row)
     job = Job(row, 11, [(0, fwd, None), (1, fwd, bwd), (2, lazy, None)], fresh_sets=1, timing=True)
@@ -658,8 +659,8 @@ def test_a_job_with_timing_times_its_passing_candidates(cpu_builds):
 
 
 def test_a_row_whose_own_kernel_cannot_be_timed_is_said_so_once(cpu_builds, monkeypatch):
-    row = kernel_rows.make_rows(["chain"])[0]
-    fwd = row["cuda_forward"]
+    row = kernel_rows.make_row_objects(["chain"])[0]
+    fwd = row.cuda_forward
     calls = []
 
     def failing(*args, **kw):
@@ -676,8 +677,8 @@ def test_a_row_whose_own_kernel_cannot_be_timed_is_said_so_once(cpu_builds, monk
 
 def test_a_forward_only_row_is_timed_forward(cpu_builds):
     # its kernel has no backward to record (enable_backward=False): only its forward is timed
-    row = kernel_rows.make_rows(["forward_only"])[0]
-    assert not row["cuda_backward"]
-    out = run_inline([Job(row, 11, [(0, row["cuda_forward"], None)], fresh_sets=1, timing=True)], "cpu")
+    row = kernel_rows.make_row_objects(["forward_only"])[0]
+    assert not row.cuda_backward
+    out = run_inline([Job(row, 11, [(0, row.cuda_forward, None)], fresh_sets=1, timing=True)], "cpu")
     assert out[0].ok and out[0].timing is not None, (out[0].detail, out[0].notes)
     assert out[0].timing["backward"] is None

@@ -1,22 +1,20 @@
 """Reading a row back (validate, eval, the GPU suite): the kernel it records and its recorded run.
 
 The one place that turns a row's columns back into a :class:`~cudagen_data.spec.KernelSpec`
-and decoded test vectors.  Both take a :class:`~.row.Row`, or a row dict (:func:`~.row.as_row`).
+and decoded test vectors.  Both take a :class:`~.row.Row` (a row dict is read as one where it
+comes in: :func:`~.row.row_from_dict`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import orjson
 
 from ..spec import ArgSpec, KernelSpec
-from .row import Row, as_row
+from .row import Row
 from .test_vectors import TestVectors
 
 
-def row_to_spec(row: Row | Mapping) -> KernelSpec:
-    row = as_row(row)
+def row_to_spec(row: Row) -> KernelSpec:
     return KernelSpec(
         category=row.category,
         kernel_name=row.kernel_name,
@@ -31,7 +29,7 @@ def row_to_spec(row: Row | Mapping) -> KernelSpec:
     )
 
 
-def recorded_run(row: Row | Mapping) -> tuple[dict, dict, dict, dict]:
+def recorded_run(row: Row) -> tuple[dict, dict, dict, dict]:
     """(inputs, outputs, output_grads, input_grads) decoded from the row's test vectors."""
-    dec = TestVectors.from_json(as_row(row).test_vectors).decoded()
+    dec = TestVectors.from_json(row.test_vectors).decoded()
     return dec["inputs"], dec["outputs"], dec["output_grads"], dec["input_grads"]

@@ -407,9 +407,10 @@ def row_from_dict(d: dict) -> Row:
 
 def as_row(row: Row | Mapping) -> Row:
     """``row`` as its contract: a :class:`Row` as it is, a row dict through
-    :func:`row_from_dict`.  For functions whose callers may hold a row as a dict (a row of
-    the published dataset loaded with `datasets`, a caller not yet converted): they convert
-    once on entry and read attributes after that."""
+    :func:`row_from_dict`.  For the public entry points that take a row from a user, who
+    may hold it as a dict (a row of the published dataset loaded with `datasets`:
+    eval.score, Scorer.score_many): they convert once on entry and read attributes after
+    that.  Everything inside the package takes a Row."""
     return row if isinstance(row, Row) else row_from_dict(row)
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 
 from .. import warp_boundary
+from ..contracts.row import Row, row_from_dict
 from ..execution import CPU_OPT_LEVEL
 from ..extract import DEFAULT_BLOCK_DIM
 from .mutants import (
@@ -82,14 +83,14 @@ def widened_launch(launch_dim, block_dim: int = DEFAULT_BLOCK_DIM) -> tuple[int,
     return tuple(dims)
 
 
-def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
+def mutant_verdict(row: Row, mutant: Mutant, ref: Reference) -> Verdict:
     """Can ``mutant`` be told apart from ``row``'s kernel on ``ref``'s input sets?"""
     if mutant.kind in PARTIAL_KINDS:
         return partial_verdict(row, mutant, ref)
     edit = BODY_EDITS.get(mutant.kind)
     if edit is None and mutant.kind != "bounds_check_dropped":
         return Verdict("unknown", f"no CPU counterpart for a {mutant.kind} mutant")
-    cuda_change = _changed_lines(row["cuda_forward"], mutant.forward)
+    cuda_change = _changed_lines(row.cuda_forward, mutant.forward)
     spec = ref.spec
 
     def widened(size_spec):
@@ -118,7 +119,7 @@ def mutant_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
             if problem is not None:
                 return Verdict("unknown", f"the edited kernel does not build on the CPU: {problem}")
             failures = judge_kernel(
-                ref, kernel, "cpu", bool(row["cuda_backward"]), spec_for=spec_for, guard_elements=ORACLE_GUARD_ELEMENTS
+                ref, kernel, "cpu", bool(row.cuda_backward), spec_for=spec_for, guard_elements=ORACLE_GUARD_ELEMENTS
             )
     if failures:
         superset = edit is None and len(spec.launch_dim) > 1
@@ -145,7 +146,7 @@ def _idle(values) -> str:
     return f"{_lane_words(values)} of cut blocks {verb} no work that reaches a result"
 
 
-def lanes_cut(row: dict, mutant: Mutant) -> tuple[list[int], int]:
+def lanes_cut(row: Row, mutant: Mutant) -> tuple[list[int], int]:
     """For a tile kernel: (the lanes the mutant skips in blocks where other lanes still
     work, the lanes of a block that hold tile elements).  The CPU runs one task per
     block, so it can only witness whole blocks kept or dropped."""
@@ -159,7 +160,7 @@ def lanes_cut(row: dict, mutant: Mutant) -> tuple[list[int], int]:
     return skipped, min(tile_lanes(text), block)
 
 
-def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
+def partial_verdict(row: Row, mutant: Mutant, ref: Reference) -> Verdict:
     """The witness of a partial-work mutant: the same thread mask (or table replay) in
     Warp's CPU kernel function, judged as the run stage judges on the same input sets.
 
@@ -174,7 +175,7 @@ def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
     a GPU copies N-D tiles whose rows are whole 16-byte words as float4 over a quarter of
     the lanes, so a GPU lane may hold less than its CPU lane (:func:`gpu_lane_verdict`
     decides those on the GPU)."""
-    tiled = bool(row["block_dim"])
+    tiled = bool(row.block_dim)
     lanes: list[int] = []
     if mutant.kind == "replayed_outputs":
         part = "forward"
@@ -193,7 +194,7 @@ def partial_verdict(row: dict, mutant: Mutant, ref: Reference) -> Verdict:
 
     word = np.zeros(1, dtype=np.uint32)  # the poison word of the run in flight (lane-level runs)
     spec = ref.spec
-    backward = bool(row["cuda_backward"])
+    backward = bool(row.cuda_backward)
     with warp_boundary.batch_module([(spec.python_source, spec.kernel_name)], optimization_level=CPU_OPT_LEVEL) as (
         module,
         kernels,
@@ -294,16 +295,16 @@ def poisoned_tile_memory(function_text: str, word_address: int) -> str | None:
 _TILE_TYPE = re.compile(r"tile_shared_t<(?P<t>[\w:]+),\s*wp::tile_layout_strided_t<wp::tile_shape_t<(?P<d>[\d,\s]+)>")
 
 
-def _gpu_copies(row: dict) -> str:
+def _gpu_copies(row: Row) -> str:
     """A note where a GPU may hand lanes other tile elements than the CPU does."""
-    nd = any(len(m.group("d").split(",")) > 1 for m in _TILE_TYPE.finditer(row["cuda_forward"]))
+    nd = any(len(m.group("d").split(",")) > 1 for m in _TILE_TYPE.finditer(row.cuda_forward))
     return "; a GPU copies N-D tiles whose rows are whole 16-byte words as float4, over fewer lanes" if nd else ""
 
 
-def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
+def _verdict_in_process(row: Row, mutant: Mutant, seed: int) -> Verdict:
     payload = orjson.dumps(
         {
-            "row": row,
+            "row": row,  # orjson writes a Row's fields as a row dict; _main reads it back as a Row
             "kind": mutant.kind,
             "forward": mutant.forward,
             "stage": mutant.stage,
@@ -329,7 +330,7 @@ def _verdict_in_process(row: dict, mutant: Mutant, seed: int) -> Verdict:
 
 
 def verdicts(
-    items: Sequence[tuple[dict, Mutant]], seed: int, workers: int | None = None, device: str | None = None
+    items: Sequence[tuple[Row, Mutant]], seed: int, workers: int | None = None, device: str | None = None
 ) -> list[Verdict]:
     """:func:`mutant_verdict` of each (row, mutant), with the reference of the fresh-input
     ``seed`` (the Scorer's), each in a process of its own, ``workers`` at a time.
@@ -348,9 +349,9 @@ def verdicts(
     return out
 
 
-def is_lane_cut(row: dict, mutant: Mutant) -> bool:
+def is_lane_cut(row: Row, mutant: Mutant) -> bool:
     """A tile kernel's partial-work mask that skips some lanes of a block while others work."""
-    return bool(row["block_dim"]) and mutant.kind in PARTIAL_MASKS and bool(lanes_cut(row, mutant)[0])
+    return bool(row.block_dim) and mutant.kind in PARTIAL_MASKS and bool(lanes_cut(row, mutant)[0])
 
 
 def _bits(a) -> bytes:
@@ -358,7 +359,7 @@ def _bits(a) -> bytes:
     return a.tobytes()
 
 
-def gpu_lane_verdict(row: dict, mutant: Mutant, ref: Reference, device: str) -> Verdict:
+def gpu_lane_verdict(row: Row, mutant: Mutant, ref: Reference, device: str) -> Verdict:
     """A tile kernel's lane cut decided on the GPU, where Warp may hand lanes other work
     than on the CPU (float4 copies of N-D tiles over a quarter of the lanes): the mutant
     and the row's own CUDA run every input set and guard fill of ``ref``, shared memory
@@ -368,7 +369,7 @@ def gpu_lane_verdict(row: dict, mutant: Mutant, ref: Reference, device: str) -> 
     kernel runs twice: a result it does not reproduce bit for bit (float atomics) leaves
     the verdict unknown."""
     scrub = shared_scrub(device)
-    backward = bool(row["cuda_backward"])
+    backward = bool(row.cuda_backward)
     runs = list(planned_runs(ref))
 
     def results(forward: str, back: str | None, times: int) -> list[list]:
@@ -377,7 +378,7 @@ def gpu_lane_verdict(row: dict, mutant: Mutant, ref: Reference, device: str) -> 
                                  scrub=scrub) for s, fill, wb in runs] for _ in range(times)]  # fmt: skip
 
     try:
-        own, again = results(row["cuda_forward"], None, 2)
+        own, again = results(row.cuda_forward, None, 2)
         (cand,) = results(mutant.forward, mutant.backward, 1)
     except CandidateBuildFailed as exc:
         return Verdict("unknown", f"no GPU build: {exc}")
@@ -400,7 +401,7 @@ def gpu_lane_verdict(row: dict, mutant: Mutant, ref: Reference, device: str) -> 
 
 def _main() -> None:
     job = orjson.loads(sys.stdin.buffer.read())
-    row = job["row"]
+    row = row_from_dict(job["row"])
     verdict = mutant_verdict(
         row, Mutant(job["kind"], job["forward"], job["stage"], job.get("backward")), compute_reference(row, job["seed"])
     )

@@ -25,20 +25,19 @@ from the row's kernel (bounds_check_dropped where the launch covers whole blocks
 thread runs past the end), is not made.  Whether a mutant that is made can be told apart
 on a row's inputs at all is decided separately, on the CPU (equivalence.py).
 
-A function that takes a row takes a :class:`~cudagen_data.contracts.row.Row` or a row dict
-(negatives/ and equivalence.py hold dicts; :func:`~cudagen_data.contracts.row.as_row`).
+A function that takes a row takes a :class:`~cudagen_data.contracts.row.Row`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import orjson
 
-from ..contracts.row import Row, as_row
+from ..contracts.row import Row
 from ..contracts.test_vectors import TestVectors
 from ..extract import DEFAULT_BLOCK_DIM
 from ..spec import DTYPES
@@ -147,9 +146,8 @@ def writes_zeros(forward: str) -> str | None:
     return head + new if n else None
 
 
-def memorized_outputs(row: Row | Mapping) -> str | None:
+def memorized_outputs(row: Row) -> str | None:
     """A kernel that writes the recorded outputs back from a table (1-D float32 output only)."""
-    row = as_row(row)
     forward = row.cuda_forward
     outs = [a for a in orjson.loads(row.arg_specs) if a["kind"] == "array" and a["role"] != "in"]
     if len(outs) != 1 or outs[0]["dtype"] != "float32" or len(outs[0]["shape"]) != 1 or not row.test_vectors:
@@ -214,9 +212,8 @@ def undefined_call(forward: str) -> str | None:
     return forward[:j] + "_cudagen_undefined" + forward[j:]
 
 
-def make_mutants(row: Row | Mapping, others: Sequence[Row | Mapping] = ()) -> list[Mutant]:
+def make_mutants(row: Row, others: Sequence[Row] = ()) -> list[Mutant]:
     """Every mutant that applies to ``row``; ``others``: rows whose kernels may be copied."""
-    row = as_row(row)
     fwd = row.cuda_forward
     name = kernel_shape(fwd).name
     out = []
@@ -232,7 +229,7 @@ def make_mutants(row: Row | Mapping, others: Sequence[Row | Mapping] = ()) -> li
     ):
         if text is not None and text != fwd:
             out.append(Mutant(kind, text, stage))
-    for other in map(as_row, others):
+    for other in others:
         if other.cuda_forward != fwd:
             try:
                 if kernel_shape(other.cuda_forward).name != name:
@@ -311,13 +308,12 @@ _CPU_ARGS = re.compile(r"^[ \t]*[^\n]*= _wp_(?:adj_)?args->[\w.]+;\n", re.M)
 _TILE_SHAPE = re.compile(r"tile_shape_t<([\d,\s]+)>")
 
 
-def block_size(row: Row | Mapping) -> int:
-    return int(as_row(row).block_dim or DEFAULT_BLOCK_DIM)
+def block_size(row: Row) -> int:
+    return int(row.block_dim or DEFAULT_BLOCK_DIM)
 
 
-def gpu_threads(row: Row | Mapping) -> list[int]:
+def gpu_threads(row: Row) -> list[int]:
     """Threads a GPU launch of the row runs, per recorded size (tile kernels: blocks x lanes)."""
-    row = as_row(row)
     if not row.test_vectors:
         sets = [(row.launch_dim, row.block_dim)]
     else:
@@ -361,10 +357,9 @@ def _replay_table(arg: dict, value: np.ndarray) -> tuple[str, str, int] | None:
     return ctype, ", ".join(f"0x{int(b):x}{suffix}" for b in bits), int(data.size)
 
 
-def replay_code(row: Row | Mapping, first: str) -> str | None:
+def replay_code(row: Row, first: str) -> str | None:
     """C statements: where ``first`` holds, write every output's recorded value (first
     size) from a table of raw bits, as many scalars as the array holds."""
-    row = as_row(row)
     outputs = TestVectors.from_json(row.test_vectors).decoded()["outputs"]
     args = [a for a in orjson.loads(row.arg_specs) if a["kind"] == "array" and a["role"] != "in"]
     writes = []
@@ -387,9 +382,8 @@ def replay_code(row: Row | Mapping, first: str) -> str | None:
     return f"if ({first}) {{\n          " + "\n          ".join(writes) + "\n        }\n"
 
 
-def replayed_outputs(row: Row | Mapping) -> str | None:
+def replayed_outputs(row: Row) -> str | None:
     """The forward with the work replaced by a replay of the recorded outputs (thread 0)."""
-    row = as_row(row)
     code = replay_code(row, "_idx == 0")
     m = _LOOP_BODY.search(row.cuda_forward)
     if code is None or not m:
@@ -398,7 +392,7 @@ def replayed_outputs(row: Row | Mapping) -> str | None:
     return fwd[: m.end()] + "        " + code + "        continue;  // replayed\n" + fwd[m.end() :]
 
 
-def replayed_cpu(row: Row | Mapping, function_text: str) -> str | None:
+def replayed_cpu(row: Row, function_text: str) -> str | None:
     code = replay_code(row, "task_index == 0")
     ms = list(_CPU_ARGS.finditer(function_text))
     if code is None or not ms:
@@ -414,9 +408,8 @@ def tile_lanes(kernel_text: str) -> int:
     return max(counts, default=0)
 
 
-def make_partial_mutants(row: Row | Mapping) -> list[Mutant]:
+def make_partial_mutants(row: Row) -> list[Mutant]:
     """Every partial-work mutant that applies to ``row`` (all run-stage mutants)."""
-    row = as_row(row)
     block, threads = block_size(row), gpu_threads(row)
     out = []
     for kind, mask in PARTIAL_MASKS.items():

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import warp_boundary
+from ..contracts.row import Row
 from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 from .reference import DEFAULT_FRESH_SETS, ReferenceUnavailable, compute_reference
@@ -43,7 +44,7 @@ REFERENCE_TIMEOUT = 600.0
 
 @dataclass
 class Job:
-    row: dict
+    row: Row
     seed: int
     candidates: list[tuple[int, str, str | None]]  # (key, forward, backward or None)
     fresh_sets: int = DEFAULT_FRESH_SETS
@@ -116,7 +117,7 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
                 phases["build"] = t1 - t0
                 # the run stage holds the GPU lock shared around each launch (run.run_guarded), not
                 # across the judge: a timing elsewhere waits for one launch, not for this whole judge
-                failures, ran = judge_runs(ref, kernel, device, bool(job.row["cuda_backward"]), scrub=scrub)
+                failures, ran = judge_runs(ref, kernel, device, bool(job.row.cuda_backward), scrub=scrub)
                 phases["reference"] += ref.seconds - computed
                 phases["judge"] = time.perf_counter() - t1 - (ref.seconds - computed)
                 # a passing candidate ran every set: it reports them all, and every note; a

@@ -53,6 +53,7 @@ import xxhash
 
 from .. import warp_boundary
 from ..contracts.read import row_to_spec
+from ..contracts.row import Row
 from ..contracts.test_vectors import TestVectors
 from ..execution import CPU_OPT_LEVEL, draw_value, run_kernel
 from ..extract import DEFAULT_BLOCK_DIM
@@ -255,13 +256,13 @@ def _flat(run, with_grads: bool = True) -> dict[str, np.ndarray]:
     return {**run.outputs, **grads}
 
 
-def recorded_sizes(row: dict) -> list[RecordedSize]:
+def recorded_sizes(row: Row) -> list[RecordedSize]:
     """Every recorded size of the row (contracts/test_vectors.py: the row's own first),
     each with its spec: launch, block dim, array shapes, and a scalar fixed to one value
     (a size passed by value) fixed to the value recorded at that size."""
     spec = row_to_spec(row)
     out = []
-    for vectors in TestVectors.from_json(row["test_vectors"]).sets():
+    for vectors in TestVectors.from_json(row.test_vectors).sets():
         d = vectors.decoded()
         sized = vectors.sized_spec(spec)
         args = tuple(_fixed_at(a, d["inputs"].get(a.name)) for a in sized.args)
@@ -287,7 +288,7 @@ def fresh_per_size(fresh_sets: int, sizes: int, min_random_draws: int = MIN_RAND
 class ReferencePlan:
     """What a row's reference needs built: its kernel and, where Warp makes one, the float64 twin."""
 
-    row: dict
+    row: Row
     spec: KernelSpec
     twin: KernelSpec | None
     sizes: list[RecordedSize]  # the recorded sizes (the row's own first)
@@ -299,7 +300,7 @@ class ReferencePlan:
         return [(s.python_source, s.kernel_name) for s in [self.spec] + ([self.twin] if self.twin is not None else [])]
 
 
-def plan_reference(row: dict) -> ReferencePlan:
+def plan_reference(row: Row) -> ReferencePlan:
     """Read the row's spec and recorded sizes, and make its twin; raises ReferenceUnavailable."""
     try:
         sizes = recorded_sizes(row)
@@ -316,7 +317,7 @@ def plan_reference(row: dict) -> ReferencePlan:
 
 
 def compute_reference(
-    row: dict, seed: int, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
+    row: Row, seed: int, fresh_sets: int = DEFAULT_FRESH_SETS, adversarial: bool = True,
     min_random_draws: int = MIN_RANDOM_DRAWS, sizes: int | None = None, lazy: bool = False,
 ) -> Reference:  # fmt: skip
     """Every input set of every recorded size with its expected values; raises
@@ -329,7 +330,7 @@ def compute_reference(
     plan = plan_reference(row)
     if sizes is not None:
         plan.sizes = plan.sizes[:sizes]
-    gradients = bool(row["cuda_backward"])  # the judge compares gradients only where the row ships a backward
+    gradients = bool(row.cuda_backward)  # the judge compares gradients only where the row ships a backward
     stack = contextlib.ExitStack()
     try:
         sources = plan.sources()
@@ -409,7 +410,7 @@ def reference_from_kernels(
         size = plan.sizes[draw.size]
         why = ""
         for attempt in range(DRAW_TRIES):
-            rng = draw_rng(seed, str(row["id"]), draw.size, draw.name, attempt)
+            rng = draw_rng(seed, str(row.id), draw.size, draw.name, attempt)
             got = (draw_fresh(size.spec, rng) if draw.side is None
                    else draw_adversarial(size.spec, rng, draw.side, draw.place))  # fmt: skip
             if got is None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import warp_boundary
 from ..contracts.reject import compiler_log_line, error_line
+from ..contracts.row import Row
 from ..execution import launch, uses_while_loop
 from ..extract import DEFAULT_BLOCK_DIM
 from ..numerics.tolerance import check_array
@@ -60,19 +61,19 @@ class Measured:
 
 
 @contextlib.contextmanager
-def substituted_module(row: dict, forward: str, backward: str | None):
+def substituted_module(row: Row, forward: str, backward: str | None):
     """Yield the row's kernel, whose module compiles the candidate's text in place of the
     recorded forward (and backward, where the candidate gives one)."""
     wp = warp_boundary.warp()
-    replacements = [(row["cuda_forward"], forward)]
-    if backward is not None and row["cuda_backward"]:
-        replacements.append((row["cuda_backward"], backward))
-    with warp_boundary.loaded_source(row["python_source"]) as loaded:
-        kernel = getattr(loaded.module, row["kernel_name"], None)
+    replacements = [(row.cuda_forward, forward)]
+    if backward is not None and row.cuda_backward:
+        replacements.append((row.cuda_backward, backward))
+    with warp_boundary.loaded_source(row.python_source) as loaded:
+        kernel = getattr(loaded.module, row.kernel_name, None)
         if not isinstance(kernel, wp.Kernel):
             raise CandidateBuildFailed("the row's Python source does not load (not the candidate's fault)")
         module = kernel.module
-        module.options["block_dim"] = row["block_dim"] or DEFAULT_BLOCK_DIM
+        module.options["block_dim"] = row.block_dim or DEFAULT_BLOCK_DIM
         try:
             with warp_boundary.substituted_cuda(module, replacements):
                 yield kernel
@@ -95,11 +96,11 @@ def _guarded_build(build):
     return result
 
 
-def compile_substituted(row: dict, forward: str, backward: str | None = None, precompiled_header: bool = False) -> str:
+def compile_substituted(row: Row, forward: str, backward: str | None = None, precompiled_header: bool = False) -> str:
     """Without a GPU: compile the substituted module to PTX for the row's arch, as a GPU
     load would; returns the translation unit Warp compiled (tests, dry runs, benchmarks).
     ``precompiled_header``: as for :func:`candidate_kernel`."""
-    arch = int(row["compile"]["arch"])
+    arch = int(row.compile.arch)
     with (
         substituted_module(row, forward, backward) as kernel,
         tempfile.TemporaryDirectory(prefix="cudagen-eval-") as tmp,
@@ -108,11 +109,11 @@ def compile_substituted(row: dict, forward: str, backward: str | None = None, pr
 
 
 @contextlib.contextmanager
-def candidate_kernel(row: dict, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
+def candidate_kernel(row: Row, forward: str, backward: str | None, device: str, precompiled_header: bool = False):
     """Yield (kernel, how it was built) with the candidate compiled in, loaded on ``device``
     (a GPU); CandidateBuildFailed if it does not build.  ``precompiled_header``: NVRTC's
     precompiled header on (a worker process that removes it when done: pool.py)."""
-    block_dim = row["block_dim"] or DEFAULT_BLOCK_DIM
+    block_dim = row.block_dim or DEFAULT_BLOCK_DIM
     with substituted_module(row, forward, backward) as kernel:
         # A kernel cache of its own: never a binary of an earlier candidate for this row.
         # As in the GPU suite: PTX for the row's arch where the driver JIT-compiles it, else CUBIN.
@@ -122,7 +123,7 @@ def candidate_kernel(row: dict, forward: str, backward: str | None, device: str,
                     kernel.module,
                     device,
                     block_dim=block_dim,
-                    ptx_arch=int(row["compile"]["arch"]),
+                    ptx_arch=int(row.compile.arch),
                     precompiled_header=precompiled_header,
                 )
             )

@@ -284,9 +284,7 @@ class Scorer:
             row, cand = pairs[i]
             key = row_key(row)
             if key not in by_row:
-                # as a dict: the run stage's modules (pool.py, reference.py, run.py, timing.py)
-                # still read rows by column name (to be read as a Row there too)
-                by_row[key] = Job(row.to_dict(), self.seed, [], self.fresh_sets, self.timing)
+                by_row[key] = Job(row, self.seed, [], self.fresh_sets, self.timing)
             by_row[key].candidates.append((i, cand.forward, cand.backward))
         jobs = list(by_row.values())
         if self._isolate:

@@ -19,11 +19,10 @@ read as tokens (comments gone, string literals opaque; cuda_parse.py):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..canonical import text_hash
-from ..contracts.row import Row, as_row
+from ..contracts.row import Row
 from .cuda_parse import Function, ParseError, Token, function, tokenize, top_level_items
 
 TIMERS = frozenset(
@@ -187,15 +186,13 @@ def _check_body(fn: Function) -> None:
             raise StructureError(f"line {t.line}: `{t.text}` inside {fn.name}")
 
 
-def row_key(row: Row | Mapping) -> str:
+def row_key(row: Row) -> str:
     """What the judge's per-row caches are keyed by: the row's id AND what it recorded.
 
     A row's id is the hash of its canonical Python (names renamed), so two rows whose
     kernels differ only in naming share an id while their CUDA (whose kernel name carries
     Warp's hash of the exact source and options) differs: keyed by id alone, one row's
-    kernel name and signature would be expected of the other's candidates.  ``row``: a
-    Row, or a row dict (eval/pool.py's jobs hold one)."""
-    row = as_row(row)
+    kernel name and signature would be expected of the other's candidates."""
     parts = (row.python_source, row.cuda_forward, row.cuda_backward or "", row.device_functions or "",
              str(row.block_dim), str(row.compile.arch), row.preamble_hash)  # fmt: skip
     return f"{row.id}:{text_hash(chr(0).join(parts))}"

@@ -69,6 +69,7 @@ import numpy as np
 
 from .. import warp_boundary
 from ..contracts.reject import error_line
+from ..contracts.row import Row
 from ..execution import forward_only_reason, launch, warp_dtype
 from ..numerics.tolerance import FALLBACK_ABS, FALLBACK_REL, floors
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
@@ -520,7 +521,7 @@ class OwnKernel:
     """The row's own kernel on the GPU, built the way a candidate is (its recorded CUDA put
     in place of itself), on first use, and the row's timing state; released with the job."""
 
-    def __init__(self, row: dict, device: str, precompiled_header: bool = False):
+    def __init__(self, row: Row, device: str, precompiled_header: bool = False):
         self.row, self.device, self.precompiled_header = row, device, precompiled_header
         self._stack = contextlib.ExitStack()
         self._kernel = None
@@ -538,13 +539,13 @@ class OwnKernel:
         if self._kernel is None:
             row = self.row
             own = candidate_kernel(
-                row, row["cuda_forward"], row["cuda_backward"] or None, self.device, self.precompiled_header
+                row, row.cuda_forward, row.cuda_backward or None, self.device, self.precompiled_header
             )
             self._kernel = self._stack.enter_context(own)[0]
         return self._kernel
 
 
-def measure(ref: Reference, row: dict, candidate, own: OwnKernel, device: str, seed: int,
+def measure(ref: Reference, row: Row, candidate, own: OwnKernel, device: str, seed: int,
             backward: bool) -> tuple[dict | None, str]:  # fmt: skip
     """Time a candidate that passed the run stage: (TimingResult.to_dict(), "") or (None, why):
     "timed launches: ..." when a timed launch was wrong (the candidate fails), "not timed: ..."
@@ -568,7 +569,7 @@ def measure(ref: Reference, row: dict, candidate, own: OwnKernel, device: str, s
     if own.bench is None:
         try:
             with spans("row_setup"):
-                own.bench = prepare_row(spec, own_kernel, device, seed, str(row["id"]), ref.native64, method)
+                own.bench = prepare_row(spec, own_kernel, device, seed, str(row.id), ref.native64, method)
         except Exception as exc:  # noqa: BLE001 - an allocation or launch error of the row's own kernel
             own.unavailable = f"not timed: the row's own kernel at the timing size: {error_line(exc)}"
             return None, own.unavailable

@@ -50,6 +50,7 @@ prove.py), or ``none`` (structure and compile kinds: the stage itself is the pro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -58,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from ..contracts.row import is_real_row
+from ..contracts.row import Row, is_real_row
 from ..eval import mutants
 from ..eval.equivalence import lanes_cut
 from ..eval.structure import StructureError, kernel_shape
@@ -156,9 +157,9 @@ def _float32_vars(text: str) -> set[str]:
     return set(_FLOAT32_DECL.findall(text))
 
 
-def _out_arrays(row: dict) -> dict[str, str]:
+def _out_arrays(row: Row) -> dict[str, str]:
     """name -> role of the row's array arguments."""
-    return {a["name"]: a["role"] for a in orjson.loads(row["arg_specs"]) if a["kind"] == "array"}
+    return {a["name"]: a["role"] for a in orjson.loads(row.arg_specs) if a["kind"] == "array"}
 
 
 def _in_loop(text: str, at: int) -> bool:
@@ -268,9 +269,9 @@ def precision_atomic(forward: str, exact: set[str] = frozenset()) -> str | None:
     return None
 
 
-def _exact_in_half(row: dict) -> set[str]:
+def _exact_in_half(row: Row) -> set[str]:
     """Output arrays whose recorded values are all exact in half precision (rounding them changes nothing)."""
-    vectors = orjson.loads(row["test_vectors"]) if row["test_vectors"] else {}
+    vectors = orjson.loads(row.test_vectors) if row.test_vectors else {}
     out: set[str] = set()
     for name, value in (vectors.get("outputs") or {}).items():
         data = np.asarray(value["data"], dtype=np.float64)
@@ -289,7 +290,7 @@ def precision_store(forward: str, exact: set[str] = frozenset()) -> str | None:
     return None
 
 
-def race_edit(row: dict) -> Edit:
+def race_edit(row: Row) -> Edit:
     """The atomic_add into an ``out`` array (which starts at zero) made a plain read-modify-write."""
     roles = _out_arrays(row)
 
@@ -306,7 +307,7 @@ def race_edit(row: dict) -> Edit:
     return edit
 
 
-def race_model(row: dict) -> Edit:
+def race_model(row: Row) -> Edit:
     """The CPU model of the race's outcome when every thread of a contended element reads
     it before any writes (the lost updates of a fully concurrent read-modify-write): each
     thread stores its own contribution over the zero it read."""
@@ -324,11 +325,11 @@ def race_model(row: dict) -> Edit:
     return edit
 
 
-def backward_edit(row: dict, variant: str) -> Edit:
+def backward_edit(row: Row, variant: str) -> Edit:
     """Drop (``dropped``) or negate (``sign_flipped``) the accumulation into the gradient of
     one float input array: the first (in argument order) whose recorded gradient is not all
     zero, every ``adj_address`` of it in the reverse code."""
-    vectors = orjson.loads(row["test_vectors"]) if row["test_vectors"] else {}
+    vectors = orjson.loads(row.test_vectors) if row.test_vectors else {}
     graded = [n for n, g in (vectors.get("input_grads") or {}).items() if np.any(np.asarray(g["data"], dtype=float))]
 
     def edit(backward: str) -> str | None:
@@ -352,22 +353,22 @@ def backward_edit(row: dict, variant: str) -> Edit:
     return edit
 
 
-def covers_whole_blocks(row: dict) -> bool:
+def covers_whole_blocks(row: Row) -> bool:
     """Every launched thread has work (a tile launch; a size that fills whole blocks): no
     thread runs past the end, so dropping the bounds check changes nothing."""
-    return bool(row["block_dim"]) or int(np.prod(row["launch_dim"])) % DEFAULT_BLOCK_DIM == 0
+    return bool(row.block_dim) or int(np.prod(row.launch_dim)) % DEFAULT_BLOCK_DIM == 0
 
 
 _MEMO = re.compile(r"const wp::float32 cudagen_memo\[\d+\] = \{[^}]*\};\n[ \t]*wp::array_store\([^;\n]*\);")
 
 
-def memorized_edit(row: dict) -> Edit:
+def memorized_edit(row: Row) -> Edit:
     """eval/mutants.memorized_outputs with its table and store in a block of their own: Warp's
     loops are gotos, and C++ (clang, for the CPU witness) refuses a goto that jumps past the
     table's initialisation into its scope; the block keeps the jump outside it."""
 
     def edit(text: str) -> str | None:
-        made = mutants.memorized_outputs({**row, "cuda_forward": text})
+        made = mutants.memorized_outputs(dataclasses.replace(row, cuda_forward=text))
         m = _MEMO.search(made) if made is not None else None
         return None if m is None else f"{made[: m.start()]}{{ {m.group(0)} }}{made[m.end() :]}"
 
@@ -377,20 +378,20 @@ def memorized_edit(row: dict) -> Edit:
 # --------------------------------------------------------------------------- candidates
 
 
-def _runnable(row: dict) -> bool:
+def _runnable(row: Row) -> bool:
     """Whether a witness (and eval's run stage) can run the row: it has test vectors and a
     self-contained Python source.  A mined row's source is the kernel's own definition,
     which needs its file to run (``provenance.path``), so mined rows get structure and
     compile negatives only."""
-    return bool(row.get("test_vectors")) and not is_real_row(row)
+    return bool(row.test_vectors) and not is_real_row(row)
 
 
-def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
+def candidates(row: Row, others: Sequence[Row] = ()) -> list[Candidate]:
     """Every candidate the row allows, one per (kind, variant), in KINDS order.
 
     Run-stage kinds need a runnable row (:func:`_runnable`); wrong_backward needs a
     backward whose gradient the row verified against finite differences."""
-    fwd, bwd = row["cuda_forward"], row["cuda_backward"] or ""
+    fwd, bwd = row.cuda_forward, row.cuda_backward or ""
     out: list[Candidate] = []
 
     def add(kind: str, variant: str, text: str | None, witness: str = "none", edit: Edit | None = None,
@@ -409,8 +410,8 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
     try:
         name = kernel_shape(fwd).name
         for other in others:
-            if other["cuda_forward"] != fwd and kernel_shape(other["cuda_forward"]).name != name:
-                add("structure", "foreign_kernel", other["cuda_forward"])
+            if other.cuda_forward != fwd and kernel_shape(other.cuda_forward).name != name:
+                add("structure", "foreign_kernel", other.cuda_forward)
                 break
     except StructureError:
         pass
@@ -421,7 +422,7 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
     if not _runnable(row):
         return out
     for kind, edit in mutants.BODY_EDITS.items():
-        if kind == "writes_zeros" and row["block_dim"]:
+        if kind == "writes_zeros" and row.block_dim:
             # a tile zeroed in place on the CPU is a default tile with no storage: its store
             # crashes the witness's process (Warp 1.19), so tile kernels get no writes_zeros
             continue
@@ -440,7 +441,7 @@ def candidates(row: dict, others: Sequence[dict] = ()) -> list[Candidate]:
             add("precision_loss", variant, text, "forward", edit)
             break
     add("race", "", race_edit(row)(fwd), "race_model", race_model(row))
-    if bwd and row["gradient_check"]["status"] == "verified":
+    if bwd and row.gradient_check.status == "verified":
         for variant in ("dropped", "sign_flipped"):
             edit = backward_edit(row, variant)
             add("wrong_backward", variant, fwd, "backward", edit, backward=edit(bwd))
@@ -460,12 +461,12 @@ PARTIAL = {
 }
 
 
-def partial_candidates(row: dict, add: Callable) -> None:
+def partial_candidates(row: Row, add: Callable) -> None:
     """eval/mutants.make_partial_mutants, each with its CPU counterpart (the same thread mask
     in Warp's CPU kernel function, or the table replay); a tile kernel's mask that skips
     lanes holding tile elements has none (equivalence.lanes_cut) and is not made."""
-    tiled, block = bool(row["block_dim"]), mutants.block_size(row)
-    verified = row["gradient_check"]["status"] == "verified"
+    tiled, block = bool(row.block_dim), mutants.block_size(row)
+    verified = row.gradient_check.status == "verified"
     for m in mutants.make_partial_mutants(row):
         if m.kind == "replayed_outputs":
             add("replayed_outputs", "", m.forward, "mask_forward", lambda text: mutants.replayed_cpu(row, text))

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .. import spans, warp_boundary
-from ..contracts.row import Row, row_from_dict
+from ..contracts.row import Row
 from ..eval.compile import Unit, compile_many, front_end_compiler
 from ..eval.equivalence import ORACLE_GUARD_ELEMENTS, widened_launch
 from ..eval.reference import Reference, ReferencePlan, ReferenceUnavailable, plan_reference, reference_from_kernels
@@ -73,21 +73,19 @@ class Outcome:
 class RowWork:
     """One positive row and the candidates to prove for it, in order."""
 
-    row: dict  # as read (eval/ takes row dicts)
+    row: Row
     candidates: list[Candidate]
     outcomes: list[Outcome | None] = field(default_factory=list)
-    contract: Row = field(init=False)  # the row read through its contract
 
     _shapes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.outcomes = [None] * len(self.candidates)
-        self.contract = row_from_dict(self.row)
 
     def shape(self, part: str) -> KernelShape:
         """The name and signature of the row's forward or backward kernel (parsed once)."""
         if part not in self._shapes:
-            text = self.contract.cuda_forward if part == "forward" else self.contract.cuda_backward
+            text = self.row.cuda_forward if part == "forward" else self.row.cuda_backward
             self._shapes[part] = kernel_shape(text)
         return self._shapes[part]
 
@@ -132,7 +130,7 @@ def _structure(work: Sequence[RowWork], picks: Sequence[tuple[int, int]], later:
         cand = w.candidates[c]
         try:
             check_candidate(cand.forward, w.shape("forward"), "forward")
-            if cand.backward and cand.backward != w.contract.cuda_backward:  # the row's own passes
+            if cand.backward and cand.backward != w.row.cuda_backward:  # the row's own passes
                 check_candidate(cand.backward, w.shape("backward"), "backward")
         except StructureError as exc:
             if cand.stage == STRUCTURE:
@@ -150,7 +148,7 @@ def _compile(work: Sequence[RowWork], preambles: dict[str, str], picks: list[tup
     compiler, name, threadsafe = front_end_compiler()
     units = []
     for r, c in picks:
-        row, cand = work[r].contract, work[r].candidates[c]
+        row, cand = work[r].row, work[r].candidates[c]
         units.append(Unit(preambles[row.preamble_hash], row.device_functions or "", cand.forward, cand.backward or "",
                           int(row.compile.arch)))  # fmt: skip
     stage = "NVRTC front end" if threadsafe else "NVRTC"
@@ -383,7 +381,7 @@ def _judge(w: RowWork, cand: Candidate, kernel, reference: Callable[[str], Refer
            cpu_edit: tuple[str, str] | None) -> Outcome:  # fmt: skip
     """The witness's verdict on one candidate: judged on the row's recorded sets, then
     (only if it passes them all) on its drawn sets."""
-    row = w.contract
+    row = w.row
 
     def spec_for(size_spec):
         return size_spec

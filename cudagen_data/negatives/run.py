@@ -100,8 +100,7 @@ class NegativesState:
 class Positive:
     config: str
     split: str
-    row: dict  # as read (eval/ and kinds.py take row dicts)
-    contract: Row  # the same row through its contract
+    row: Row
 
 
 @dataclass
@@ -132,7 +131,7 @@ def read_positives(root: Path) -> tuple[Manifest, list[Positive]]:
                 raise NegativesError(f"{path}: unreadable Parquet shard ({type(exc).__name__})") from None
             for r in rows:
                 try:
-                    out.append(Positive(config, entry.split, r, row_from_dict(r)))
+                    out.append(Positive(config, entry.split, row_from_dict(r)))
                 except (TypeError, KeyError) as exc:
                     raise NegativesError(f"{path}: not a cudagen row shard ({type(exc).__name__}: {exc})") from None
     if not out:
@@ -143,7 +142,7 @@ def read_positives(root: Path) -> tuple[Manifest, list[Positive]]:
 # --------------------------------------------------------------------------- ranking
 
 
-def _foreign(positives: list[Positive], i: int) -> list[dict]:
+def _foreign(positives: list[Positive], i: int) -> list[Row]:
     """The row whose kernel a ``structure/foreign_kernel`` candidate of row ``i`` copies: the next one."""
     return [positives[(i + 1) % len(positives)].row] if len(positives) > 1 else []
 
@@ -186,7 +185,7 @@ def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> lis
 class BatchJob:
     index: int
     positives: list[Positive]
-    foreign: list[list[dict]]
+    foreign: list[list[Row]]
     ranking: list[list[tuple[str, str]]]
     per_row: int
     preambles: dict[str, str]
@@ -281,7 +280,7 @@ def _injected_crash(job: BatchJob) -> None:
     if not ids or multiprocessing.parent_process() is None:
         return
     for pos, ranked in zip(job.positives, job.ranking, strict=True):
-        if str(pos.contract.id) in ids and any(KINDS[kind] == RUN for kind, _ in ranked):
+        if str(pos.row.id) in ids and any(KINDS[kind] == RUN for kind, _ in ranked):
             os.kill(os.getpid(), signal.SIGSEGV)
 
 
@@ -298,7 +297,7 @@ def _fill_picks(work: list[RowWork], per_row: int) -> list[tuple[int, int]]:
 
 
 def negative_row(pos: Positive, cand: Candidate, evidence: str) -> NegativeRow:
-    row = pos.contract
+    row = pos.row
     backward = row.cuda_backward or ""
     diff = unified_diff(row.cuda_forward, cand.forward, "forward.cu")
     if cand.backward != backward:

@@ -30,13 +30,13 @@ def gpu(cuda_device):
 
 @pytest.fixture(scope="module")
 def hand_rows(gpu):
-    return kernel_rows.make_rows(list(kernel_rows.KERNELS))
+    return kernel_rows.make_row_objects(list(kernel_rows.KERNELS))
 
 
 @pytest.fixture(scope="module")
 def produced(gpu, request):
     produced_dataset = request.getfixturevalue("produced_dataset")  # only once the GPU is known to be there
-    rows = [row.to_dict() for _, row in dataset_rows(produced_dataset)]  # dicts, as kernel_rows makes them
+    rows = [row for _, row in dataset_rows(produced_dataset)]
     preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
     return rows, preambles
 
@@ -50,11 +50,11 @@ def scorer(gpu):
 def test_the_datasets_own_cuda_scores_100_percent(scorer, produced, hand_rows):
     rows, preambles = produced
     all_rows = rows + hand_rows
-    pairs = [(r, Candidate(r["id"], r["cuda_forward"])) for r in all_rows]
-    pairs += [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"])) for r in all_rows if r["cuda_backward"]]
+    pairs = [(r, Candidate(r.id, r.cuda_forward)) for r in all_rows]
+    pairs += [(r, Candidate(r.id, r.cuda_forward, r.cuda_backward)) for r in all_rows if r.cuda_backward]
     scores = scorer.score_many(pairs, preambles)
     bad = [
-        (r["id"], r["kernel_name"], s.failed.name, s.failed.detail)
+        (r.id, r.kernel_name, s.failed.name, s.failed.detail)
         for (r, _), s in zip(pairs, scores, strict=False)
         if s.reached != "run"
     ]
@@ -65,7 +65,7 @@ def test_the_datasets_own_cuda_scores_100_percent(scorer, produced, hand_rows):
     ran = [s.input_sets for s in scores]
     full = [d["fresh"] >= 12 and d["adversarial"] >= 6 * len(d["sizes"]) for d in ran]
     assert sum(full) >= 0.9 * len(ran), [d for d, f in zip(ran, full, strict=True) if not f][:5]
-    recorded = [len(TestVectors.from_json(r["test_vectors"]).sets()) for r, _ in pairs]
+    recorded = [len(TestVectors.from_json(r.test_vectors).sets()) for r, _ in pairs]
     assert all(len(d["sizes"]) == n == d["recorded"] for n, d in zip(recorded, ran, strict=True))  # every size ran
 
 
@@ -78,7 +78,7 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
     pairs, mutants = [], []
     for i, r in enumerate(all_rows):
         for m in make_mutants(r, all_rows[i + 1 :] + all_rows[:i]):
-            pairs.append((r, Candidate(r["id"], m.forward)))
+            pairs.append((r, Candidate(r.id, m.forward)))
             mutants.append(m)
     scores = scorer.score_many(pairs, preambles)
     passed = [k for k, (m, s) in enumerate(zip(mutants, scores, strict=False)) if m.stage == "run" and s.failed is None]
@@ -90,8 +90,8 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
     print("\n".join(f"{k:24} expected {st:9} got {got:24} {n}" for (k, st, got), n in sorted(table.items())))
     wrong = [
         (
-            pairs[k][0]["id"],
-            pairs[k][0]["kernel_name"],
+            pairs[k][0].id,
+            pairs[k][0].kernel_name,
             m.kind,
             m.stage,
             s.failed.name if s.failed else "passed",
@@ -117,13 +117,13 @@ def test_every_mutant_fails_at_its_stage(scorer, produced, hand_rows):
     memorized = [(p[0], s) for p, m, s in zip(pairs, mutants, scores, strict=True) if m.kind == "memorized_outputs"]
     own = "recorded inputs (launch {})"
     assert memorized and not any(
-        s.failed.detail.startswith(own.format("x".join(map(str, r["launch_dim"])))) for r, s in memorized
+        s.failed.detail.startswith(own.format("x".join(map(str, r.launch_dim)))) for r, s in memorized
     )  # right on the recorded inputs of the row's own size, wrong at other sizes or on drawn inputs
 
 
 @pytest.fixture(scope="module")
 def escape_rows(gpu):
-    return kernel_rows.make_rows(list(kernel_rows.ESCAPE_KERNELS), sizes=True)
+    return kernel_rows.make_row_objects(list(kernel_rows.ESCAPE_KERNELS), sizes=True)
 
 
 def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
@@ -140,7 +140,7 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
     pairs, mutants = [], []
     for r in all_rows:
         for m in make_partial_mutants(r):
-            pairs.append((r, Candidate(r["id"], m.forward, m.backward)))
+            pairs.append((r, Candidate(r.id, m.forward, m.backward)))
             mutants.append(m)
     # A lane that leaves a tile kernel early may leave its block waiting at a barrier: such
     # a candidate is stopped after 30 s (and fails), not the default 120 s.
@@ -152,18 +152,18 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
     # the CPU witness; a tile lane cut it does not excuse is decided on this GPU, bit for bit
     # against the row's own kernel with shared memory poisoned (equivalence.gpu_lane_verdict)
     witness = dict(zip(passed, verdicts(found, seed=seed, workers=JOBS, device=gpu), strict=True))
-    table = Counter((pairs[k][0]["category"], m.kind, s.failed.name if s.failed else f"passed ({witness[k].status})")
+    table = Counter((pairs[k][0].category, m.kind, s.failed.name if s.failed else f"passed ({witness[k].status})")
                     for k, (m, s) in enumerate(zip(mutants, scores, strict=True)))  # fmt: skip
     print("\n".join(f"{cat:14} {kind:30} {got:24} {n}" for (cat, kind, got), n in sorted(table.items())))
     for k in passed:
         print(f"passed, witnessed: {pairs[k][0]['kernel_name']} {mutants[k].kind}: {witness[k].detail[:160]}")
-    wrong = [(pairs[k][0]["id"], pairs[k][0]["kernel_name"], m.kind, s.failed.name if s.failed else "passed",
+    wrong = [(pairs[k][0].id, pairs[k][0].kernel_name, m.kind, s.failed.name if s.failed else "passed",
               s.failed.detail[:200] if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail[:200]}")
              for k, (m, s) in enumerate(zip(mutants, scores, strict=True))
              if (s.failed.name != "run" if s.failed else witness[k].status != "equivalent")]  # fmt: skip
     assert not wrong, wrong
     assert {m.kind for m in mutants} == set(PARTIAL_KINDS)
-    assert {r["category"] for r in rows} <= {pairs[k][0]["category"] for k in range(len(pairs))}  # every category
+    assert {r.category for r in rows} <= {pairs[k][0].category for k in range(len(pairs))}  # every category
     # a failing candidate reports the sets it ran, up to the one it failed on
     ran = [s.input_sets for s in scores if s.input_sets]
     assert all(1 <= d["sets"] and len(d["sizes"]) >= 1 for d in ran)
@@ -175,25 +175,23 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
 def test_the_known_escapes_fail(scorer, escape_rows):
     """The two escapes the issue found on the H100: a min_two_level that runs half its
     threads, and the all-but-last-element reduction; both fail every time."""
-    by_name = {r["kernel_name"]: r for r in escape_rows}
+    by_name = {r.kernel_name: r for r in escape_rows}
     row = by_name["min_two_level"]
     kinds = {m.kind: m for m in make_partial_mutants(row)}
-    pairs = [
-        (row, Candidate(row["id"], kinds[k].forward)) for k in ("partial_first_half", "partial_all_but_last_element")
-    ]
+    pairs = [(row, Candidate(row.id, kinds[k].forward)) for k in ("partial_first_half", "partial_all_but_last_element")]
     scores = scorer.score_many(pairs)
     assert all(s.failed is not None and s.failed.name == "run" for s in scores), [s.stages for s in scores]
 
 
 def test_a_crashing_candidate_fails_only_itself(gpu, hand_rows):
     chain, atomic = hand_rows[0], hand_rows[3]
-    crash = chain["cuda_forward"].replace("wp::array_store(var_y, var_0,", "wp::array_store(var_y, var_0 + 1000000000,")
-    assert crash != chain["cuda_forward"]
+    crash = chain.cuda_forward.replace("wp::array_store(var_y, var_0,", "wp::array_store(var_y, var_0 + 1000000000,")
+    assert crash != chain.cuda_forward
     pairs = [
-        (atomic, Candidate(atomic["id"], atomic["cuda_forward"])),
-        (chain, Candidate(chain["id"], crash)),
-        (chain, Candidate(chain["id"], chain["cuda_forward"])),
-        (atomic, Candidate(atomic["id"], atomic["cuda_forward"])),
+        (atomic, Candidate(atomic.id, atomic.cuda_forward)),
+        (chain, Candidate(chain.id, crash)),
+        (chain, Candidate(chain.id, chain.cuda_forward)),
+        (atomic, Candidate(atomic.id, atomic.cuda_forward)),
     ]
     with Scorer(gpu, workers=1) as s:
         first, broken, after, last = s.score_many(pairs)
@@ -211,7 +209,10 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
 
     folder = tmp_path / "ds"  # a minimal dataset folder (the GPU machine lacks what the card needs)
     (folder / "data").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(hand_rows, schema=ROW_SCHEMA), folder / "data" / "test-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([r.to_dict() for r in hand_rows], schema=ROW_SCHEMA),
+        folder / "data" / "test-00000-of-00001.parquet",
+    )
     manifest = {
         "format": "cudagen-data",
         "files": [{"path": "data/test-00000-of-00001.parquet", "split": "test", "rows": len(hand_rows)}],
@@ -220,10 +221,8 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
     (folder / "manifest.json").write_bytes(orjson.dumps(manifest))
     preds = []
     for r in hand_rows:
-        preds.append({"id": r["id"], "cuda_forward": r["cuda_forward"]})
-        preds.append(
-            {"id": r["id"], "cuda_forward": next(m for m in make_mutants(r) if m.kind == "writes_zeros").forward}
-        )
+        preds.append({"id": r.id, "cuda_forward": r.cuda_forward})
+        preds.append({"id": r.id, "cuda_forward": next(m for m in make_mutants(r) if m.kind == "writes_zeros").forward})
     (tmp_path / "p.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in preds))
     res = CliRunner().invoke(app, ["eval", str(tmp_path / "p.jsonl"), "--dataset", str(folder), "--device", gpu,
                                    "--report", str(tmp_path / "r.json"), "--workers", str(JOBS)])  # fmt: skip
@@ -236,8 +235,8 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
 
 def test_a_candidate_that_never_finishes_is_stopped(gpu, hand_rows):
     chain = hand_rows[0]
-    endless = chain["cuda_forward"].replace("{", "{\n    for (volatile int spin = 0; spin >= 0; spin = spin * 0) {}", 1)
-    pairs = [(chain, Candidate(chain["id"], endless)), (chain, Candidate(chain["id"], chain["cuda_forward"]))]
+    endless = chain.cuda_forward.replace("{", "{\n    for (volatile int spin = 0; spin >= 0; spin = spin * 0) {}", 1)
+    pairs = [(chain, Candidate(chain.id, endless)), (chain, Candidate(chain.id, chain.cuda_forward))]
     with Scorer(gpu, workers=1, candidate_timeout=20) as s:
         stuck, fine = s.score_many(pairs)
     assert stuck.failed.name == "run" and "did not finish within 20 s" in stuck.failed.detail, stuck.stages
@@ -282,7 +281,7 @@ def shared_sum_row(gpu):
     tile element by element, on the GPU too)."""
     kernel_rows.KERNELS["shared_sum"] = SHARED_SUM
     try:
-        (row,) = kernel_rows.make_rows(["shared_sum"])
+        (row,) = kernel_rows.make_row_objects(["shared_sum"])
     finally:
         del kernel_rows.KERNELS["shared_sum"]
     return row
@@ -300,10 +299,10 @@ def test_a_lane_that_skips_its_shared_load_fails_on_the_gpu(gpu, shared_sum_row,
 
     row = shared_sum_row
     mutant = next(m for m in make_partial_mutants(row) if m.kind == "partial_all_but_last_element")
-    (sc,) = scorer.score_many([(row, Candidate(row["id"], mutant.forward))])
+    (sc,) = scorer.score_many([(row, Candidate(row.id, mutant.forward))])
     assert sc.failed is not None and sc.failed.name == "run", sc.stages
     ref = compute_reference(row, seed=scorer.seed)
-    with candidate_kernel(row, row["cuda_forward"], None, gpu) as (own, _):
+    with candidate_kernel(row, row.cuda_forward, None, gpu) as (own, _):
         with candidate_kernel(row, mutant.forward, None, gpu) as (cut, _):
 
             def judged(scrub) -> list[str]:

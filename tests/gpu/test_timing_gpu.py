@@ -37,9 +37,9 @@ def gpu(cuda_device):
 @pytest.fixture(scope="module")
 def rows(gpu, request):
     produced_dataset = request.getfixturevalue("produced_dataset")
-    produced = [row.to_dict() for _, row in dataset_rows(produced_dataset)]  # dicts, as kernel_rows makes them
+    produced = [row for _, row in dataset_rows(produced_dataset)]
     preambles = orjson.loads((produced_dataset / "manifest.json").read_bytes())["preambles"]
-    return produced + kernel_rows.make_rows(list(kernel_rows.KERNELS)), preambles
+    return produced + kernel_rows.make_row_objects(list(kernel_rows.KERNELS)), preambles
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +51,12 @@ def scorer(gpu):
 @pytest.fixture(scope="module")
 def chain_row(gpu):
     """An elementwise row timed at a scaled size (tests/kernel_rows.py: no dataset to produce)."""
-    return kernel_rows.make_rows(["chain"])[0]
+    return kernel_rows.make_row_objects(["chain"])[0]
 
 
 def test_own_kernels_against_themselves_time_near_one(scorer, rows):
     all_rows, preambles = rows
-    pairs = [(r, Candidate(r["id"], r["cuda_forward"], r["cuda_backward"] or None)) for r in all_rows]
+    pairs = [(r, Candidate(r.id, r.cuda_forward, r.cuda_backward or None)) for r in all_rows]
     scores = scorer.score_many(pairs, preambles)
     assert all(s.reached == "run" for s in scores), [s.failed.detail for s in scores if s.failed]
     speedups = [s.speedup for s in scores if s.speedup is not None]
@@ -74,7 +74,7 @@ def test_own_kernels_against_themselves_time_near_one(scorer, rows):
 
 def test_a_slowed_copy_is_measured_slower(scorer, rows):
     all_rows, preambles = rows
-    pairs = [(r, Candidate(r["id"], slowed_forward(r["cuda_forward"]))) for r in all_rows]
+    pairs = [(r, Candidate(r.id, slowed_forward(r.cuda_forward))) for r in all_rows]
     scores = scorer.score_many(pairs, preambles)
     assert all(s.reached == "run" for s in scores), [s.failed.detail for s in scores if s.failed]
     speedups = [s.speedup for s in scores if s.speedup is not None]
@@ -88,9 +88,9 @@ def test_a_candidate_that_does_less_at_the_timing_size_fails_its_timed_launches(
     # right at every size the run stage judges (its launches are smaller), half the work at
     # the timing size: it passes the run stage without timing and fails its timed launches
     row, preambles = chain_row, None
-    own = scorer.score_many([(row, Candidate(row["id"], row["cuda_forward"]))], preambles)[0]
+    own = scorer.score_many([(row, Candidate(row.id, row.cuda_forward))], preambles)[0]
     assert own.timing["size"].startswith("scaled") and own.timing["launch_dim"][0] > 1 << 16, own.timing
-    cand = Candidate(row["id"], partial_at_scale(row["cuda_forward"]))
+    cand = Candidate(row.id, partial_at_scale(row.cuda_forward))
     with Scorer(gpu, workers=1, timing=False) as plain:
         assert plain.score_many([(row, cand)], preambles)[0].reached == "run"
     got = scorer.score_many([(row, cand)], preambles)[0]
@@ -102,28 +102,28 @@ def test_a_candidate_that_does_less_once_checked_fails_its_timed_launches(gpu, c
     # a __device__ counter lets every launch after the first return at once (the structure
     # stage forbids __device__ globals; here timing alone must catch it)
     row = chain_row
-    lazy = stale_global(row["cuda_forward"])
+    lazy = stale_global(row.cuda_forward)
     ref = compute_reference(row, seed=5)
     with (
-        candidate_kernel(row, row["cuda_forward"], None, gpu) as (own, _),
+        candidate_kernel(row, row.cuda_forward, None, gpu) as (own, _),
         candidate_kernel(row, lazy, None, gpu) as (cand, _),
     ):
         no_warmup = dataclasses.replace(METHOD, warmup=0)  # its first timed launch is its first, right one
         with pytest.raises(TimingMismatch, match=f"timed forward launch 2 of {TIMED_LAUNCHES}: output"):
-            time_candidate(largest_size(ref), own, cand, gpu, 5, row["id"], backward=False, method=no_warmup)
+            time_candidate(largest_size(ref), own, cand, gpu, 5, row.id, backward=False, method=no_warmup)
     with (
-        candidate_kernel(row, row["cuda_forward"], None, gpu) as (own, _),
+        candidate_kernel(row, row.cuda_forward, None, gpu) as (own, _),
         candidate_kernel(row, lazy, None, gpu) as (cand, _),
     ):
         with pytest.raises(TimingMismatch, match=f"timed forward launch 1 of {TIMED_LAUNCHES}: output"):
-            time_candidate(largest_size(ref), own, cand, gpu, 5, row["id"], backward=False)
-        result = time_candidate(largest_size(ref), own, own, gpu, 5, row["id"], backward=False)
+            time_candidate(largest_size(ref), own, cand, gpu, 5, row.id, backward=False)
+        result = time_candidate(largest_size(ref), own, own, gpu, 5, row.id, backward=False)
     assert abs(result.speedup - 1.0) < 0.2
 
 
 def test_score_returns_the_speedup(gpu, chain_row):
     row = chain_row
-    fast = score(row, Candidate(row["id"], row["cuda_forward"]), device=gpu, timing=True)
-    slow = score(row, slowed_forward(row["cuda_forward"]), device=gpu, timing=True)
+    fast = score(row, Candidate(row.id, row.cuda_forward), device=gpu, timing=True)
+    slow = score(row, slowed_forward(row.cuda_forward), device=gpu, timing=True)
     assert isinstance(fast.speedup, float) and fast.speedup == fast.timing["speedup"]
     assert slow.speedup < fast.speedup, (fast.timing, slow.timing)
