@@ -354,13 +354,14 @@ class Guards:
             arr.grad = wp.array(ptr=gbuf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
         return arr
 
-    def breach(self) -> tuple[RejectReason, str] | None:
+    def breach(self, where: str = " at this size") -> tuple[RejectReason, str] | None:
+        """(out_of_bounds, which array's cells a launch changed, then ``where``) or None."""
         for name, buf, n, tail in self.tails:
             if buf[n:].tobytes() != tail:
-                return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r} at this size"
+                return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r}{where}"
         for name, head, start in self.heads:
             if head.tobytes() != start:
-                return RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r} at this size"
+                return RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r}{where}"
         return None
 
 

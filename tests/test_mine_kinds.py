@@ -1,7 +1,8 @@
 """`cudagen mine` on tests/mine_tree_kinds: outputs that depend on thread order are not
-recorded (found by a run with the threads reversed), and the argument kinds mining fills
+recorded (found by a run with the threads reversed), the argument kinds mining fills
 beyond plain arrays and scalars (structs, indexed and fabric arrays, vector types Warp
-has no name for); each checked against NumPy and re-run from its recorded vectors."""
+has no name for), each checked against NumPy and re-run from its recorded vectors, and
+kernels that step outside their arrays (bounds.py: not executed, the same in every run)."""
 
 from __future__ import annotations
 
@@ -295,3 +296,50 @@ def test_new_kinds_rerun_from_their_vectors(mined):
         assert not rerun.error and not rerun.skipped, (row.kernel_name, rerun.error, rerun.skipped)
         for name, want in vectors(row.to_dict())["outputs"].items():
             assert max_error_beyond(rerun.outputs[name], want, 1e-5, 1e-6) is None, (row.kernel_name, name)
+
+
+# --------------------------------------------------------------------------- out of bounds
+
+
+OUT_OF_BOUNDS = {
+    "reads_past_end": "reads past the end of 'x'",
+    "writes_past_end": "writes past the end of 'y'",
+    "reads_before_start": "reads before the start of 'x'",
+    "reads_index_past_end": "reads past the end of 'idx'",
+    "staggered_3d": "reads past the end of 'e'",
+    "csr_row_sums": "reads past the end of 'offsets'",
+    "branches_past_end": "reads past the end of 'x'",
+    "csr_match_count": "reads past the end of 'offsets'",
+    "divides_by_before_start": "reads before the start of 'n'",
+}
+
+
+def test_kernels_stepping_outside_their_arrays_are_not_executed(rows, mined):
+    """Their module constant GRID (16) is not the made-up arrays' 8: each is not executed
+    with its reason (the fences of mine/bounds.py: the run's child faults, the worker names
+    the arrays; divides_by_before_start's child dies of SIGFPE instead, dividing by a zero
+    read before the start while only the ends are fenced), records no vectors; the kernel
+    whose GRID keeps it inside runs."""
+    got = {q: rows[q]["provenance"]["not_executed_reason"] for q in OUT_OF_BOUNDS}
+    assert got == OUT_OF_BOUNDS
+    for q in OUT_OF_BOUNDS:
+        assert not rows[q]["provenance"]["executed"] and rows[q]["test_vectors"] == "", q
+    inside = rows["stays_inside"]
+    assert inside["provenance"]["executed"] and inside["provenance"]["not_executed_reason"] == ""
+    tv = vectors(inside)
+    x, y = tv["inputs"]["x"], tv["outputs"]["y"]
+    np.testing.assert_array_equal(y[:7], np.maximum(x[1:], x[:7]))
+    assert mined.stats["not_executed_by_reason"]["reads outside its arrays"] == 8
+    assert mined.stats["not_executed_by_reason"]["writes outside its arrays"] == 1
+
+
+def test_mining_twice_gives_the_same_rows(mined):
+    """Reads past the end see guard cells, never heap memory: a second run of the tree
+    gives every row byte for byte (timings aside), the out-of-bounds ones included."""
+    from cudagen_data.contracts.row import strip_timing
+
+    again = mine_paths([TREE], workers=2, options=Options(timeout_s=120))
+    first = [orjson.dumps(strip_timing(r.to_dict())) for r in mined.rows]
+    second = [orjson.dumps(strip_timing(r.to_dict())) for r in again.rows]
+    assert first == second and mined.splits == again.splits
+    assert any(r.provenance.qualname == "staggered_3d" for r in again.rows)

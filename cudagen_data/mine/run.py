@@ -170,6 +170,10 @@ def _reason_class(text: str) -> str:
     """A short class for a not-executed reason (the full text stays in the row)."""
     if text.startswith("argument "):
         return "argument type cannot be filled"
+    if text.startswith(("reads past the end", "reads before the start", "reads or writes outside")):
+        return "reads outside its arrays"  # found by bounds.py
+    if text.startswith(("writes past the end", "writes before the start")):
+        return "writes outside its arrays"
     for prefix in (
         "outputs depend on thread order",
         "writes no array",

@@ -31,24 +31,28 @@ _FABRIC_SCALARS = {
 }
 
 
-def warp_value(arg: ArgSpec, value, device: str, requires_grad: bool):
-    """(what the kernel is passed, the plain ``wp.array`` behind it or None for a scalar)."""
+def warp_value(arg: ArgSpec, value, device: str, requires_grad: bool, arrays=None):
+    """(what the kernel is passed, the plain ``wp.array`` behind it or None for a scalar).
+    ``arrays``: where the arrays are made (an indexed array's indices too, under the
+    argument's name), an execution.Guards or a bounds.Fences (:mod:`.bounds`); None: plain."""
+    make = execute.to_warp if arrays is None else arrays.array
     if arg.kind != "array" or not arg.layout:
-        passed = execute.to_warp(arg, value, device, requires_grad)
+        passed = make(arg, value, device, requires_grad)
         return passed, passed if arg.kind == "array" else None
     wp = warp_env.warp()
-    base = execute.to_warp(ArgSpec(arg.name, "array", arg.dtype, arg.shape, arg.role, arg.domain), value, device, False)
+    base = make(ArgSpec(arg.name, "array", arg.dtype, arg.shape, arg.role, arg.domain), value, device, False)
     if arg.layout == "indexed":
-        return wp.indexedarray(base, [_reversed(n, device) for n in arg.shape]), base
+        return wp.indexedarray(base, [_reversed(arg.name, n, device, make) for n in arg.shape]), base
     fabric = wp.fabricarray(data=_fabric_interface(arg, base), attrib=arg.name)
     if arg.layout == "fabric":
         return fabric, base
-    return wp.indexedfabricarray(fabric, _reversed(arg.shape[0], device)), base
+    return wp.indexedfabricarray(fabric, _reversed(arg.name, arg.shape[0], device, make)), base
 
 
-def _reversed(n: int, device: str):
-    wp = warp_env.warp()
-    return wp.array(np.arange(n - 1, -1, -1, dtype=np.int32), dtype=wp.int32, device=device)
+def _reversed(name: str, n: int, device: str, make=execute.to_warp):
+    """An index array ``n - 1, ..., 0`` (of argument ``name``)."""
+    spec = ArgSpec(name, "array", "int32", (n,), "in", (0.0, float(n - 1)))
+    return make(spec, np.arange(n - 1, -1, -1, dtype=np.int32), device, False)
 
 
 def _fabric_interface(arg: ArgSpec, base) -> dict:

@@ -37,7 +37,7 @@ from ..generators.difficulty import difficulty
 from ..generators.ml._common import features_of
 from ..spec import ArgSpec, KernelSpec, is_float_dtype
 from ..warp_boundary import mining as warp_mining
-from . import argspecs, order, values
+from . import argspecs, bounds, order, values
 from .collect import collect
 from .discover import SourceFile
 
@@ -414,18 +414,22 @@ def run_forward(kernels: list[MinedKernel], live: list, indices: list[int]) -> l
 
 
 RUN_TIMEOUT_S = 20.0
+FENCED = b"F"  # the child's first byte once its fenced launches passed (a pickle starts with b"\x80")
 
 
 def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | None = None) -> Executed:
-    """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), writes
-    out of bounds (SIGSEGV) or never ends costs only that child, not the worker and the
-    CPU build it holds.  The child only launches the already built kernel."""
+    """:func:`run_one` in a forked child: a kernel that divides by zero (SIGFPE), steps
+    outside its arrays (SIGSEGV) or never ends costs only that child, not the worker and
+    the CPU build it holds.  The child only launches the already built kernel, first with
+    its arrays fenced (:mod:`.bounds`): one that faults there is named by :func:`crashed`."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
         try:
             os.close(read_end)
-            data = pickle.dumps(run_one(k, kernel, index, given, check_gradients=False if given else None))
+            check = False if given else None
+            done = run_one(k, kernel, index, given, check_gradients=check, fenced=lambda: os.write(write_end, FENCED))
+            data = pickle.dumps(done)
             view = memoryview(data)
             while view:
                 view = view[os.write(write_end, view) :]
@@ -447,12 +451,32 @@ def run_isolated(k: MinedKernel, kernel, index: int, given: tuple[dict, dict] | 
                 break
             chunks.append(block)
     _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    fenced = data.startswith(FENCED)
+    data = data[len(FENCED) :] if fenced else data
     if timed_out:
         return Executed(index, None, k.arg_specs, f"run hung (over {RUN_TIMEOUT_S:.0f} s)")
-    if chunks:
-        return pickle.loads(b"".join(chunks))
+    if data:
+        return pickle.loads(data)
+    return Executed(index, None, k.arg_specs, crashed(k, kernel, index, given, status, fenced))
+
+
+def crashed(k: MinedKernel, kernel, index: int, given, status: int, fenced: bool) -> str:
+    """Why a child of :func:`run_isolated` ended with nothing to say (its exit ``status``):
+    where its fenced launches had not passed and a fault ended it, the arrays it steps
+    outside of (:func:`.bounds.outside`, from this process: each launch in a child of its
+    own); else "run crashed (SIGFPE)" or the like."""
     how = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
-    return Executed(index, None, k.arg_specs, f"run crashed ({how})")
+    # SIGFPE too: a divisor read past the end is a zero in the launch fenced on the other side
+    if not fenced and how in ("SIGSEGV", "SIGBUS", "SIGFPE"):
+        spec = _spec(k, k.arg_specs, index)
+        try:
+            why = bounds.outside(spec, kernel, _inputs(spec, given))
+        except Exception:  # noqa: BLE001 - the crash stays a crash where the fences say nothing
+            why = ""
+        if why:
+            return why
+    return f"run crashed ({how})"
 
 
 class NotRun(Exception):
@@ -466,12 +490,14 @@ def run_one(
     given: tuple[dict, dict] | None = None,
     device: str = "cpu",
     check_gradients: bool | None = None,
+    fenced=None,
 ) -> Executed:
     """Launch on seeded (or ``given``) inputs, then backward on seeded (or given) output
     gradients; judge both.  Then (by default when mining, not when re-running ``given``
-    vectors) the tape gradients against finite differences, on the same built kernel."""
+    vectors) the tape gradients against finite differences, on the same built kernel.
+    ``fenced``: this process is a disposable child (:func:`run_isolated`); see :func:`launch_taped`."""
     try:
-        spec, result, grad_args = launch_taped(k, _spec(k, k.arg_specs, index), kernel, given, device)
+        spec, result, grad_args = launch_taped(k, _spec(k, k.arg_specs, index), kernel, given, device, fenced)
         racy = drop_racy_outputs(k, spec, kernel, result, device) if given is None else []
     except NotRun as why:
         return Executed(index, None, k.arg_specs, str(why))
@@ -491,37 +517,48 @@ def run_one(
 
 
 def launch_taped(
-    k: MinedKernel, spec: KernelSpec, kernel, given: tuple[dict, dict] | None, device: str
+    k: MinedKernel, spec: KernelSpec, kernel, given: tuple[dict, dict] | None, device: str, fenced=None
 ) -> tuple[KernelSpec, execute.ExecutionResult, list[ArgSpec]]:
     """The forward on seeded (or given) inputs under a tape, then the backward on seeded (or
     given) output gradients: (the spec, struct fields the run left unchanged now inputs; the
-    result; the arguments with gradients).  NotRun where the run fails or writes nothing
-    finite."""
+    result; the arguments with gradients).  NotRun where the run fails, steps outside its
+    arrays on the CPU (:mod:`.bounds`) or writes nothing finite.  On the CPU the kernel is
+    first launched with its arrays fenced: here, where ``fenced`` is given (this process is
+    a disposable child: a fault ends it, then ``fenced()`` says the launches passed), else
+    each in a child (:func:`.bounds.outside`)."""
     wp = warp_env.warp()
-    if given is None:
-        rng = execute.input_rng(spec)
-        inputs = {a.name: execute.draw_value(a, rng) for a in spec.args}
-    else:
-        inputs = given[0]
+    inputs = _inputs(spec, given)
     # Struct fields and indexed/fabric arrays are run forward only: the tape's adjoint and
     # the gradient check launch plain arguments.
     with_backward = (
         bool(k.backward) and not execute.uses_while_loop(k.python_source) and not values.has_views(spec.args)
     )
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)] if with_backward else []
-    made = {a.name: values.warp_value(a, inputs[a.name], device, a in grad_args) for a in spec.args}
+    held = bounds.guards(device)  # kept alive: the run's arrays live in its buffers (None off the CPU)
+    made = {a.name: values.warp_value(a, inputs[a.name], device, a in grad_args, held) for a in spec.args}
     warp_args = {name: passed for name, (passed, _) in made.items()}
+    make = execute.to_warp if held is None else held.array
     result = execute.ExecutionResult(
         False, inputs={n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in inputs.items()}
     )
     tape = wp.Tape()
     try:
         with warp_env.quiet_stderr():
+            if held is not None and fenced is not None:
+                bounds.launch_fenced(spec, kernel, inputs)
+                fenced()
+            elif held is not None:
+                why = bounds.outside(spec, kernel, inputs)
+                if why:
+                    raise NotRun(why)
             with tape:
                 execute.launch(spec, kernel, values.launch_values(kernel, spec.args, warp_args), device)
             result.outputs = {
                 a.name: made[a.name][1].numpy().copy() for a in spec.args if a.kind == "array" and a.role != "in"
             }
+            bad = held.breach("") if held is not None else None
+            if bad is not None:
+                raise NotRun(bad[1])
             if given is None:
                 spec = _unwritten_fields_as_inputs(spec, result)
                 if not result.outputs:
@@ -534,10 +571,13 @@ def launch_taped(
                 if seeds:
                     tape.backward(
                         grads={
-                            warp_args[n]: execute.to_warp(next(a for a in spec.args if a.name == n), g, device, False)
+                            warp_args[n]: make(next(a for a in spec.args if a.name == n), g, device, False)
                             for n, g in seeds.items()
                         }
                     )
+                    bad = held.breach(" in the backward") if held is not None else None
+                    if bad is not None:
+                        raise NotRun(bad[1])
                 result.output_grads = seeds
                 result.input_grads = {
                     a.name: warp_args[a.name].grad.numpy().copy() for a in grad_args if a.role != "out"
@@ -552,6 +592,14 @@ def launch_taped(
     finally:
         tape.reset()
     return spec, result, grad_args
+
+
+def _inputs(spec: KernelSpec, given: tuple[dict, dict] | None) -> dict:
+    """The run's inputs: the given ones, else drawn from the spec's own stream."""
+    if given is not None:
+        return given[0]
+    rng = execute.input_rng(spec)
+    return {a.name: execute.draw_value(a, rng) for a in spec.args}
 
 
 def drop_racy_outputs(k: MinedKernel, spec: KernelSpec, kernel, result, device: str) -> list[str]:
