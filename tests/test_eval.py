@@ -6,6 +6,7 @@ candidate's CUDA in Warp's module, run on a GPU) is tests/gpu/test_eval_gpu.py."
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import kernel_rows
 import numpy as np
@@ -20,7 +21,7 @@ from cudagen_data.eval import Candidate, Scorer, make_mutants, pass_at_k
 from cudagen_data.eval.compile import Unit, batch_text, compile_many, front_end_compiler
 from cudagen_data.eval.cuda_parse import ParseError, tokenize
 from cudagen_data.eval.equivalence import mutant_verdict, verdicts, widened_launch
-from cudagen_data.eval.mutants import Mutant, operator_swapped, stored_value_vars
+from cudagen_data.eval.mutants import Mutant, memorized_outputs, operator_swapped, stored_value_vars
 from cudagen_data.eval.reference import compute_reference
 from cudagen_data.eval.run import (
     GUARD_FILLS,
@@ -273,6 +274,16 @@ def test_run_judging_passes_the_original_and_catches_wrong_kernels(chain_referen
     assert any("input-only array 'x'" in f for f in writes_input), writes_input
     swapped = _judge_python(chain_reference, src.replace("+ wp.tanh", "- wp.tanh"))
     assert any("output 'y' differs" in f for f in swapped)  # on the recorded inputs already: judging stops there
+
+
+def test_memorized_outputs_never_read_past_their_table(rows):
+    # the table holds the row's own size (64 outputs); at a larger size the store past it
+    # must not read memory beyond the table (a witness's evidence would then differ run to
+    # run): it stores 0 there
+    text = memorized_outputs(rows[0])
+    n = len(orjson.loads(rows[0].test_vectors)["outputs"]["y"]["data"])
+    reads = re.findall(r"cudagen_memo\[(var_\w+)\]", text)
+    assert reads and all(f"({v} >= 0 && {v} < {n}) ? cudagen_memo[{v}] : 0.0f" in text for v in reads), text
 
 
 def test_memorized_outputs_pass_recorded_inputs_but_fail_fresh_ones(chain_reference, rows):

@@ -40,7 +40,7 @@ from cudagen_data.spec import ArgSpec
 
 KERNELS = ["chain", "atomic", "argmax"]
 # A store inside a loop: Warp's loops are gotos, which C++ refuses to jump past an
-# initialised table (eval/mutants.memorized_outputs as it is); kinds.memorized_edit scopes it.
+# initialised table (eval/mutants.memorized_outputs scopes its table for that).
 STORE_IN_LOOP = (
     """import warp as wp
 
@@ -172,18 +172,27 @@ def test_memorized_outputs_in_a_loop_builds_on_the_cpu_and_a_copy_that_does_not_
     """The table of memorized_outputs inside a loop: as eval/mutants writes it, clang
     refuses the CPU copy (a goto past the table's initialisation) and the whole round's
     module with it; the module is split until that copy alone is discarded, and the other
-    candidates of the round (other rows too) are still proven.  Scoped (kinds.py), it
-    builds and is proven."""
+    candidates of the round (other rows too) are still proven.  Scoped (as eval/mutants
+    writes it), it builds and is proven."""
     preambles = {**preambles, loop_row.preamble_hash: extract_source(loop_row.python_source).kernels[0].preamble}
-    raw = mutants.memorized_outputs(loop_row)
-    assert raw is not None and "goto" in loop_row.cuda_forward
+    scoped_text = mutants.memorized_outputs(loop_row)
+    assert scoped_text is not None and "goto" in loop_row.cuda_forward
+    opening = scoped_text.index("{ const wp::float32 cudagen_memo[")
+    closing = scoped_text.index("; }", opening) + 1
 
     def unscoped_edit(text: str) -> str | None:
-        return mutants.memorized_outputs(dataclasses.replace(loop_row, cuda_forward=text))
+        made = mutants.memorized_outputs(dataclasses.replace(loop_row, cuda_forward=text))
+        if made is None:
+            return None
+        at = made.index("{ const wp::float32 cudagen_memo[")
+        end = made.index("; }", at) + 1
+        return made[:at] + made[at + 2 : end] + made[end + 2 :]  # the same table and store, unscoped
 
+    raw = unscoped_edit(loop_row.cuda_forward)
+    assert raw == scoped_text[:opening] + scoped_text[opening + 2 : closing] + scoped_text[closing + 2 :]
     unscoped = Candidate("memorized_outputs", "", raw, loop_row.cuda_backward, "forward", unscoped_edit)
     scoped = _candidate(loop_row, rows, "memorized_outputs")
-    assert scoped.forward != raw and scoped.edit is not None and memorized_edit(loop_row)(raw) is None
+    assert scoped.forward == scoped_text and scoped.edit is not None and memorized_edit(loop_row)(raw) is None
     work = [
         RowWork(loop_row, [unscoped, scoped, _candidate(loop_row, rows, "operator_swapped")]),
         RowWork(rows[0], [_candidate(rows[0], rows, "index_off_by_one")]),

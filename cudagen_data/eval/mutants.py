@@ -147,7 +147,12 @@ def writes_zeros(forward: str) -> str | None:
 
 
 def memorized_outputs(row: Row) -> str | None:
-    """A kernel that writes the recorded outputs back from a table (1-D float32 output only)."""
+    """A kernel that writes the recorded outputs (of the row's own size) back from a table
+    (1-D float32 output only): right on the recorded inputs at that size.  Past the table
+    (a larger size) it stores 0, so what it stores never depends on memory beyond the
+    table (a witness's evidence is the same in every run).  The table and its store are a
+    block of their own: Warp's loops are gotos, and C++ (clang, building the CPU witness)
+    refuses a goto that jumps past the table's initialisation into its scope."""
     forward = row.cuda_forward
     outs = [a for a in orjson.loads(row.arg_specs) if a["kind"] == "array" and a["role"] != "in"]
     if len(outs) != 1 or outs[0]["dtype"] != "float32" or len(outs[0]["shape"]) != 1 or not row.test_vectors:
@@ -158,18 +163,16 @@ def memorized_outputs(row: Row) -> str | None:
         return None
     index, value = stores[0]
     recorded = TestVectors.from_json(row.test_vectors).outputs[name]["data"]
+    n = len(recorded)
     table = ", ".join(f"{float(np.float32(v)).hex()}f" for v in recorded)
-    memo = f"const wp::float32 cudagen_memo[{len(recorded)}] = {{{table}}};\n        "
     store = f"wp::array_store(var_{name}, {index}, {value});"
     at = forward.index(store)
-    line_start = forward.rfind("\n", 0, at) + 1
-    indent = forward[line_start:at]
-    return (
-        forward[:at]
-        + memo.replace("\n        ", "\n" + indent)
-        + f"wp::array_store(var_{name}, {index}, cudagen_memo[{index}]);"
-        + forward[at + len(store) :]
+    indent = forward[forward.rfind("\n", 0, at) + 1 : at]
+    memo = (
+        f"{{ const wp::float32 cudagen_memo[{n}] = {{{table}}};\n{indent}"
+        f"wp::array_store(var_{name}, {index}, ({index} >= 0 && {index} < {n}) ? cudagen_memo[{index}] : 0.0f); }}"
     )
+    return forward[:at] + memo + forward[at + len(store) :]
 
 
 def _covers_whole_blocks(row: Row) -> bool:

@@ -359,18 +359,11 @@ def covers_whole_blocks(row: Row) -> bool:
     return bool(row.block_dim) or int(np.prod(row.launch_dim)) % DEFAULT_BLOCK_DIM == 0
 
 
-_MEMO = re.compile(r"const wp::float32 cudagen_memo\[\d+\] = \{[^}]*\};\n[ \t]*wp::array_store\([^;\n]*\);")
-
-
 def memorized_edit(row: Row) -> Edit:
-    """eval/mutants.memorized_outputs with its table and store in a block of their own: Warp's
-    loops are gotos, and C++ (clang, for the CPU witness) refuses a goto that jumps past the
-    table's initialisation into its scope; the block keeps the jump outside it."""
+    """eval/mutants.memorized_outputs as an edit of any forward text of ``row``."""
 
     def edit(text: str) -> str | None:
-        made = mutants.memorized_outputs(dataclasses.replace(row, cuda_forward=text))
-        m = _MEMO.search(made) if made is not None else None
-        return None if m is None else f"{made[: m.start()]}{{ {m.group(0)} }}{made[m.end() :]}"
+        return mutants.memorized_outputs(dataclasses.replace(row, cuda_forward=text))
 
     return edit
 
