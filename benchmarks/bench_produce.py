@@ -115,7 +115,7 @@ def _floor_worker(args) -> dict:
                     own[i] = check_own_build(specs[i], kernel, Point.of(run))
 
             more = [
-                [SizedRun(label, sized, guard=guard) for label, sized, guard in other_sizes(spec)] for spec in specs
+                [SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)] for spec in specs
             ]
             with spans.span("execute"):
                 runs = execute_specs(

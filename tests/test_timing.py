@@ -11,6 +11,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -673,6 +674,51 @@ def test_a_row_whose_own_kernel_cannot_be_timed_is_said_so_once(cpu_builds, monk
     note = "not timed: the row's own kernel at the timing size: MemoryError: out of device memory"
     assert note in out[0].notes and note in out[1].notes
     assert calls == [1]  # tried once per row
+
+
+def test_a_row_whose_own_kernel_breaks_the_context_at_the_timing_size_changes_no_verdict(cpu_builds, monkeypatch):
+    # On the H100 (bench_timing, 300 rows): one row's own kernel made an illegal access at
+    # the scaled timing size, the context was lost, and the candidate being timed was failed
+    # ("left the CUDA context unusable") although it had passed the run stage.  The row's
+    # kernel at the timing size is not the candidate: it keeps its verdict, the worker is
+    # restarted, and the job's other candidates are not timed again.
+    row = kernel_rows.make_row_objects(["chain"])[0]
+    fwd = row.cuda_forward
+    broken = []
+    real_prepare = timing.prepare_row
+
+    def prepare_then_break(*args, **kw):
+        bench = real_prepare(*args, **kw)
+        broken.append(1)  # as a sticky CUDA error would after the launch
+        return bench
+
+    monkeypatch.setattr(timing, "prepare_row", prepare_then_break)
+    monkeypatch.setattr(timing, "context_lost", lambda device: bool(broken))
+    monkeypatch.setattr(eval_pool, "context_lost", lambda device: bool(broken))
+    job = Job(row, 11, [(0, fwd, None), (1, fwd, None)], fresh_sets=1, timing=True)
+    messages = list(eval_pool.process_job(job, "cpu", OrderedDict()))
+    kinds = [k for k, _ in messages]
+    assert kinds == ["reference", "untimed", "outcome", "context_lost"], kinds
+    why = "not timed: the row's own kernel at the timing size left the CUDA context unusable"
+    assert messages[1][1] == why
+    first = messages[2][1]
+    assert first.ok and first.timing is None and why in first.notes, first
+    # the pool runs the other candidate again on a new worker, untimed, with the reason
+    task = eval_pool._JobTask(job, type("P", (), {"results": {}})())
+    for kind, payload in messages[:-1]:
+        task.on_message(kind, payload)
+    (again,) = task.on_lost(False, eval_pool.EXIT_CONTEXT_LOST)
+    assert [c[0] for c in again.job_.candidates] == [1] and again.job_.untimed == why
+    broken.clear()
+    monkeypatch.setattr(timing, "prepare_row", lambda *a, **k: pytest.fail("timed again"))
+    out = run_inline([again.job_], "cpu")
+    assert out[1].ok and why in out[1].notes and out[1].timing is None
+    # a candidate whose own launches break the context still fails (the row's kernel did not)
+    monkeypatch.setattr(timing, "prepare_row", real_prepare)
+    monkeypatch.setattr(eval_pool, "context_lost", lambda device: True)
+    own = [m for k, m in eval_pool.process_job(Job(row, 11, [(0, fwd, None)], fresh_sets=1), "cpu", OrderedDict())
+           if k == "outcome"]  # fmt: skip
+    assert not own[0].ok and own[0].detail.endswith("left the CUDA context unusable")
 
 
 def test_a_forward_only_row_is_timed_forward(cpu_builds):

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 
 from .. import warp_boundary
 from ..contracts.row import Row
-from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 from .reference import DEFAULT_FRESH_SETS, ReferenceUnavailable, compute_reference
 from .run import CandidateBuildFailed, candidate_kernel, judge_runs
 from .shared_scrub import shared_scrub
 from .structure import row_key
-from .timing import OwnKernel, measure  # OwnKernel: the row's own kernel, built once per job for --timing
+from .timing import OwnKernel, context_lost, measure  # OwnKernel: the row's own kernel, built once per job for --timing
 
 EXIT_CONTEXT_LOST = 3
 __all__ = ["Job", "Outcome", "PoolError", "WorkerPool", "process_job", "run_inline"]
@@ -49,6 +48,9 @@ class Job:
     candidates: list[tuple[int, str, str | None]]  # (key, forward, backward or None)
     fresh_sets: int = DEFAULT_FRESH_SETS
     timing: bool = False  # time every candidate that passes against the row's own kernel (timing.py)
+    # set when a worker found the row cannot be timed and lost its CUDA context finding it out
+    # (the row's own kernel at the timing size): the job's other candidates are not timed again
+    untimed: str = ""
 
 
 @dataclass
@@ -124,7 +126,9 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
                 # failing one the sets up to the one it failed on, and the notes known before
                 # any drawn set (the same whichever candidates of the row came first)
                 notes = list(ref.notes if not failures else ref.notes[: ref.known_notes])
-                if job.timing and not failures:
+                if job.timing and not failures and job.untimed:
+                    notes.append(job.untimed)
+                elif job.timing and not failures:
                     timed, why = measure(ref, job.row, kernel, own, device, job.seed, backward is not None)
                     failures += [why] if why and not why.startswith("not timed") else []
                     notes += [why] if why.startswith("not timed") else []
@@ -137,17 +141,16 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
         except Exception as exc:  # noqa: BLE001 - a Python error on one candidate is its own failure
             outcome = Outcome(ckey, "run", False, f"while running: {type(exc).__name__}: {exc}", phases=phases)
         outcome.seconds = time.perf_counter() - t0
-        if device.startswith("cuda") and not _context_usable(device):
-            outcome.ok = False
-            outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "left the CUDA context unusable"
+        if context_lost(device):
+            if own.lost_context:  # the row's own kernel at the timing size, not this candidate: its verdict stands
+                yield "untimed", own.unavailable
+            else:
+                outcome.ok = False
+                outcome.detail = (outcome.detail + "; " if outcome.detail else "") + "left the CUDA context unusable"
             yield "outcome", outcome
             yield "context_lost", None
             return
         yield "outcome", outcome
-
-
-def _context_usable(device: str) -> bool:
-    return context_usable(device)
 
 
 def _worker_main(conn, device: str) -> None:
@@ -175,6 +178,7 @@ class _JobTask(PipeTask):
         self.job_, self.pool = job, pool
         self.done: set[int] = set()
         self.referenced = False
+        self.untimed = job.untimed  # carried to the job's candidates that run again
 
     def job(self) -> Job:
         return self.job_
@@ -182,6 +186,8 @@ class _JobTask(PipeTask):
     def on_message(self, kind: str, payload) -> None:
         if kind == "reference":
             self.referenced = True
+        elif kind == "untimed":
+            self.untimed = payload
         elif kind == "outcome":
             self.pool.results[payload.key] = payload
             self.done.add(payload.key)
@@ -207,7 +213,8 @@ class _JobTask(PipeTask):
             why = (f"did not finish within {self.pool.candidate_timeout:.0f} s (worker killed)" if timed_out
                    else f"crashed its worker: {exit_reason(exitcode)}")  # fmt: skip
             results[culprit[0]] = Outcome(culprit[0], "run", False, why)
-        return [_JobTask(Job(job.row, job.seed, left, job.fresh_sets, job.timing), self.pool)] if left else []
+        again = Job(job.row, job.seed, left, job.fresh_sets, job.timing, self.untimed)
+        return [_JobTask(again, self.pool)] if left else []
 
 
 def _pick(worker, queue) -> _JobTask:

@@ -71,6 +71,7 @@ from .. import warp_boundary
 from ..contracts.reject import error_line
 from ..contracts.row import Row
 from ..execution import forward_only_reason, launch, warp_dtype
+from ..gpu.worker import context_usable  # the GPU suite's check: False after a sticky CUDA error
 from ..numerics.tolerance import FALLBACK_ABS, FALLBACK_REL, floors
 from ..spec import DTYPES, ArgSpec, KernelSpec, is_float_dtype
 from .gpu_lock import gpu_lock
@@ -517,6 +518,11 @@ def time_candidate(spec: KernelSpec, reference_kernel, candidate_kernel, device:
 # --------------------------------------------------------------------------- the run stage's entry
 
 
+def context_lost(device: str) -> bool:
+    """Whether ``device``'s CUDA context is unusable (a sticky error: an illegal address...)."""
+    return device.startswith("cuda") and not context_usable(device)
+
+
 class OwnKernel:
     """The row's own kernel on the GPU, built the way a candidate is (its recorded CUDA put
     in place of itself), on first use, and the row's timing state; released with the job."""
@@ -527,6 +533,10 @@ class OwnKernel:
         self._kernel = None
         self.bench: RowBench | None = None  # built by the row's first timed candidate
         self.unavailable = ""  # why the row cannot be timed ("not timed: ..."), once known
+        # the row's own kernel at the timing size broke the CUDA context (an illegal address:
+        # its size does not scale the way the timing assumed); the worker must restart, and
+        # the candidate being timed keeps its verdict (pool.py)
+        self.lost_context = False
 
     def __enter__(self) -> OwnKernel:
         return self
@@ -567,11 +577,17 @@ def measure(ref: Reference, row: Row, candidate, own: OwnKernel, device: str, se
         own.unavailable = "not timed: a mined kernel's array layouts are not supported by the timing"
         return None, own.unavailable
     if own.bench is None:
+        problem = ""
         try:
             with spans("row_setup"):
                 own.bench = prepare_row(spec, own_kernel, device, seed, str(row.id), ref.native64, method)
         except Exception as exc:  # noqa: BLE001 - an allocation or launch error of the row's own kernel
-            own.unavailable = f"not timed: the row's own kernel at the timing size: {error_line(exc)}"
+            problem = f"not timed: the row's own kernel at the timing size: {error_line(exc)}"
+        if context_lost(device):
+            own.bench, own.lost_context = None, True
+            problem = "not timed: the row's own kernel at the timing size left the CUDA context unusable"
+        if problem:
+            own.unavailable = problem
             return None, own.unavailable
     try:
         result = time_against(own.bench, candidate, backward, method, spans)

@@ -156,7 +156,11 @@ def test_partial_work_mutants_never_pass(gpu, produced, hand_rows, escape_rows):
                     for k, (m, s) in enumerate(zip(mutants, scores, strict=True)))  # fmt: skip
     print("\n".join(f"{cat:14} {kind:30} {got:24} {n}" for (cat, kind, got), n in sorted(table.items())))
     for k in passed:
-        print(f"passed, witnessed: {pairs[k][0]['kernel_name']} {mutants[k].kind}: {witness[k].detail[:160]}")
+        r = pairs[k][0]
+        print(
+            f"passed, witnessed: {r.category}/{r.kernel_name} {r.id} {mutants[k].kind}: "
+            f"{witness[k].status}: {witness[k].detail[:400]}"
+        )
     wrong = [(pairs[k][0].id, pairs[k][0].kernel_name, m.kind, s.failed.name if s.failed else "passed",
               s.failed.detail[:200] if s.failed else f"CPU witness: {witness[k].status}: {witness[k].detail[:200]}")
              for k, (m, s) in enumerate(zip(mutants, scores, strict=True))
