@@ -24,6 +24,7 @@ Measured in this run, each from a cold Warp kernel cache, --workers processes:
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
 import pickle
@@ -96,7 +97,7 @@ def _floor_worker(args) -> dict:
         chunk = items[i : i + batch_size]
         kernels = []
         with spans.span("extract"):
-            for src, _ in chunk:
+            for src, _, _ in chunk:
                 try:
                     kernels += extract_kernels(src)
                 except Exception:  # noqa: BLE001 - the floor skips what Warp rejects
@@ -104,7 +105,8 @@ def _floor_worker(args) -> dict:
         if kernels:
             with spans.span("compile"):
                 compile_units(kernels, arch=arch, level=level)
-        specs = [spec for _, spec in chunk if spec is not None]
+        specs = [spec for _, spec, _ in chunk if spec is not None]
+        kept_sizes = [sizes for _, spec, sizes in chunk if spec is not None]
         if specs:
             # a kernel without a float64 twin is checked on the kernel the execution built,
             # as the pipeline does (gradcheck.check_own_build): building it twice is not floor work
@@ -115,7 +117,10 @@ def _floor_worker(args) -> dict:
                     own[i] = check_own_build(specs[i], kernel, Point.of(run))
 
             more = [
-                [SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)] for spec in specs
+                [SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)]
+                if sizes is None
+                else [SizedRun(label, sized, guard=_guard(spec, sized)) for label, sized in sizes]
+                for spec, sizes in zip(specs, kept_sizes, strict=True)
             ]
             with spans.span("execute"):
                 runs = execute_specs(
@@ -186,19 +191,31 @@ def tried_items(out: Path) -> list[tuple[str, dict | None]]:
 RUN_STAGES = ("execute", "gradcheck")  # a kernel rejected here was built and run by the pipeline: so by the floor
 
 
-def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
-    """(python_source, spec to build and run, or None) of every kernel the run tried: the
-    spec of every row, and of every reject that passed the compile check (rejected while
-    running or by the gradient check: regenerated from its slot, the pipeline ran it too)."""
+def _guard(spec, sized) -> float:
+    """The out-of-bounds guard factor sizes.other_sizes gives a size (the pipeline runs every
+    size under it)."""
+    return 2.0 * math.prod(sized.launch_dim) / math.prod(spec.launch_dim)
+
+
+def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None]]:
+    """(python_source, spec to build and run or None, its other sizes or None) of every
+    kernel the run tried: the spec of every row with the other sizes its test vectors
+    record (the sizes the pipeline kept: the floor runs those, not the guesses the pipeline
+    tried and dropped, whose NumPy reference checks are not floor work), and of every
+    reject that passed the compile check (rejected while running or by the gradient check:
+    regenerated from its slot, the pipeline ran it too; its sizes: sizes.py's first guesses)."""
     from cudagen_data.contracts.read import row_to_spec
     from cudagen_data.contracts.reject import RejectReason
     from cudagen_data.contracts.row import row_from_dict
+    from cudagen_data.contracts.test_vectors import TestVectors
     from cudagen_data.generators import generate
 
     items = []
     for p in sorted((out / "jsonl").glob("*.jsonl")):
-        rows = map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines()))
-        items += [(r.python_source, row_to_spec(r)) for r in rows]
+        for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
+            spec = row_to_spec(r)
+            kept = TestVectors.from_json(r.test_vectors).sets()[1:] if r.test_vectors else []
+            items.append((r.python_source, spec, [(v.size, v.sized_spec(spec)) for v in kept]))
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         if not r.get("python_source"):
@@ -207,7 +224,7 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object]]:
         if RejectReason(r["reason"]).stage in RUN_STAGES and r["reason"] != RejectReason.WORKER_CRASH:
             spec = generate(r["category"], seed, r["index"])
             assert spec.python_source == r["python_source"], "a reject's regenerated source differs"
-        items.append((r["python_source"], spec))
+        items.append((r["python_source"], spec, None))
     return items
 
 
@@ -538,7 +555,7 @@ def main() -> None:
                 return
             print(
                 f"floor:  codegen + batched front-end NVRTC of the same {len(items)} kernels, batched CPU build and"
-                f" run + gradient check of the {sum(spec is not None for _, spec in items)} that passed NVRTC,"
+                f" run + gradient check of the {sum(spec is not None for _, spec, _ in items)} that passed NVRTC,"
                 f" {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
             )
             print(
