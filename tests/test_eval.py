@@ -1103,3 +1103,26 @@ def test_the_report_states_the_input_sets_and_sizes():
     text = format_report(report)
     assert "run stage: 19-33 input sets per candidate (recorded 1-3, fresh 12, adversarial 6-18) at 1-3 " in text
     assert orjson.loads(report.to_json())["results"][0]["input_sets"]["sizes"] == [[64], [128], [257]]
+
+
+def test_the_gpu_lane_witness_tells_rounding_from_a_missing_term():
+    """equivalence._ulps, which the GPU lane witness uses when a lane cut's results are not
+    bit for bit the row's own: a reordered sum differs by a few units in the last place; a
+    term left out of it (a lane whose work reached the result), a moved NaN or a changed
+    integer is far above ROUNDING_ULPS, so such a mutant is observable, not rounding."""
+    from cudagen_data.eval.equivalence import ROUNDING_ULPS, _ulps
+
+    rng = np.random.default_rng(3)
+    terms = rng.standard_normal((64, 16)).astype(np.float32)
+    own = terms.sum(axis=0)
+    reordered = terms[::-1].sum(axis=0)  # every term, another order
+    missing = terms[:-1].sum(axis=0)  # one lane's term left out
+    assert _ulps(own, own.copy()) == 0.0
+    assert 0.0 < _ulps(own, reordered) <= ROUNDING_ULPS
+    assert _ulps(own, missing) > 100 * ROUNDING_ULPS
+    nan_moved = own.copy()
+    nan_moved[0] = np.nan
+    assert _ulps(own, nan_moved) == float("inf")
+    ints = np.arange(8, dtype=np.int32)
+    assert _ulps(ints, ints + np.eye(8, dtype=np.int32)[0]) == float("inf")
+    assert _ulps(own, own[:-1]) == float("inf")
