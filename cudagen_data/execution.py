@@ -312,12 +312,18 @@ class Guards:
     A float tail holds NaNs whose bits name the buffer and the position (a kernel reading
     them computes NaN: a NaN output fails the run), so a NaN computed from another
     buffer's tail and written into this one is told apart from the sentinel; gradient
-    tails hold 0, integer tails an unlikely value.  The buffers live as long as this object."""
+    tails hold 0, integer tails an unlikely value.  The buffers live as long as this object.
+
+    A guessed size's buffers are large (``factor`` times an array that has grown already:
+    hundreds of MB for a batch), so the sentinel cells are written and compared in place,
+    a cache-sized chunk at a time (:func:`_sentinel`), with no copy of their bytes kept."""
 
     def __init__(self, factor: float) -> None:
         self.factor = factor
-        self.tails: list[tuple[str, np.ndarray, int, bytes]] = []  # (name, buffer, n, tail bytes at start)
-        self.heads: list[tuple[str, np.ndarray, bytes]] = []  # (name, head before the buffer, its bytes at start)
+        # (name, buffer, n, sentinel of its tail) and (name, head before the buffer, sentinel of the head);
+        # a sentinel: a NaN buffer number (int) or the bits of a constant fill (a NumPy unsigned scalar)
+        self.tails: list[tuple[str, np.ndarray, int, int | np.unsignedinteger]] = []
+        self.heads: list[tuple[str, np.ndarray, int | np.unsignedinteger]] = []
 
     def _buffer(self, name: str, flat: np.ndarray, fill) -> np.ndarray:
         """The array's buffer (its first ``n`` components, then the tail), placed after a head
@@ -330,13 +336,13 @@ class Guards:
         head, buf = whole[: size - n], whole[size - n :]
         buf[:n] = flat
         if fill is None:
-            buf[n:].view(_UINT[buf.dtype.itemsize])[:] = _nan_bits(buf.dtype, len(self.tails), buf.size - n)
-            head.view(_UINT[buf.dtype.itemsize])[:] = _nan_bits(buf.dtype, len(self.tails) + _HEAD, head.size)
+            tail_is, head_is = len(self.tails), len(self.tails) + _HEAD
         else:
-            buf[n:] = fill
-            head[:] = fill
-        self.tails.append((name, buf, n, buf[n:].tobytes()))
-        self.heads.append((name, head, head.tobytes()))
+            tail_is = head_is = np.array(fill, dtype=flat.dtype).view(_UINT[flat.dtype.itemsize])[()]
+        _sentinel(_bits(buf[n:]), tail_is)
+        _sentinel(_bits(head), head_is)
+        self.tails.append((name, buf, n, tail_is))
+        self.heads.append((name, head, head_is))
         return buf
 
     def array(self, arg: ArgSpec, value: Value, device: str, requires_grad: bool):
@@ -356,25 +362,61 @@ class Guards:
 
     def breach(self, where: str = " at this size") -> tuple[RejectReason, str] | None:
         """(out_of_bounds, which array's cells a launch changed, then ``where``) or None."""
-        for name, buf, n, tail in self.tails:
-            if buf[n:].tobytes() != tail:
+        for name, buf, n, sentinel in self.tails:
+            if not _sentinel(_bits(buf[n:]), sentinel, check=True):
                 return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r}{where}"
-        for name, head, start in self.heads:
-            if head.tobytes() != start:
+        for name, head, sentinel in self.heads:
+            if not _sentinel(_bits(head), sentinel, check=True):
                 return RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r}{where}"
         return None
 
 
-_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _HEAD = 4099  # heads' NaN payloads: buffer numbers of their own, apart from every tail's
 _QUIET_NAN = {2: (0x7E00, 0x1FF), 4: (0x7FC00000, 0x3FFFFF), 8: (0x7FF8000000000000, 0x7FFFFFFFFFFFF)}
+_CHUNK = 1 << 16  # sentinel components written or compared per step (a few hundred KB: stays in cache)
 
 
-def _nan_bits(dtype: np.dtype, buffer: int, count: int) -> np.ndarray:
-    """Bits of ``count`` quiet NaNs of ``dtype`` whose payloads differ by buffer and position."""
-    base, mask = _QUIET_NAN[dtype.itemsize]
-    payload = (np.arange(count, dtype=np.uint64) * 2 + 1 + np.uint64(buffer * 7919)) & np.uint64(mask)
-    return (np.uint64(base) | payload).astype(_UINT[dtype.itemsize])
+def _bits(cells: np.ndarray) -> np.ndarray:
+    """``cells`` as unsigned integers of the same width (sentinels are compared bit for bit)."""
+    return cells.view(_UINT[cells.dtype.itemsize])
+
+
+@functools.lru_cache(maxsize=8)
+def _evens(uint: type) -> np.ndarray:
+    """0, 2, 4, ... (``_CHUNK`` of them) in ``uint``, wrapping at its width."""
+    return (np.arange(_CHUNK, dtype=np.uint64) * 2).astype(uint)
+
+
+def _sentinel(bits: np.ndarray, sentinel, check: bool = False) -> bool:
+    """Fill ``bits`` (a buffer's unsigned view) with its sentinel, or with ``check`` say
+    whether it still holds it.  An int sentinel ``b`` is a run of quiet NaNs whose
+    payloads differ by buffer and position: cell ``i`` holds ``base | ((2 i + 1 + 7919 b)
+    & mask)`` (computed at the cells' own width: ``mask + 1`` divides ``2 ** width``, so
+    the wrap changes nothing); any other sentinel is one constant's bits."""
+    uint = bits.dtype.type
+    constant = not isinstance(sentinel, int)
+    if constant and not check:
+        bits[...] = sentinel
+        return True
+    if not constant:
+        base, mask = _QUIET_NAN[bits.dtype.itemsize]
+        start, width = 1 + sentinel * 7919, 8 * bits.dtype.itemsize
+        evens = _evens(uint)
+        scratch = np.empty(min(_CHUNK, bits.size), dtype=uint)
+    for a in range(0, bits.size, _CHUNK):
+        cells = bits[a : a + _CHUNK]
+        if constant:
+            if not np.all(cells == sentinel):
+                return False
+            continue
+        out = scratch[: cells.size] if check else cells
+        np.add(evens[: cells.size], uint((start + 2 * a) % (1 << width)), out=out)
+        np.bitwise_and(out, uint(mask), out=out)
+        np.bitwise_or(out, uint(base), out=out)
+        if check and not np.array_equal(cells, out):
+            return False
+    return True
 
 
 def forward_outputs(spec: KernelSpec, kernel, device: str, inputs: dict[str, Value]) -> dict[str, np.ndarray]:

@@ -332,3 +332,54 @@ def test_stencils_take_their_extents_from_the_arrays_and_run_at_every_size():
     runs = _run_checked(specs)
     notes = [(s.index, size_note(r, "")) for s, r in zip(specs, runs, strict=True) if not r.ok or size_note(r, "")]
     assert not notes
+
+
+def _nan_bits_by_formula(dtype, buffer: int, count: int):
+    """The guard's NaN sentinel as first written (one uint64 pass): the chunked fill must match it bit for bit."""
+    import numpy as np
+
+    base, mask = {2: (0x7E00, 0x1FF), 4: (0x7FC00000, 0x3FFFFF), 8: (0x7FF8000000000000, 0x7FFFFFFFFFFFF)}[
+        np.dtype(dtype).itemsize
+    ]
+    payload = (np.arange(count, dtype=np.uint64) * 2 + 1 + np.uint64(buffer * 7919)) & np.uint64(mask)
+    return (np.uint64(base) | payload).astype({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "uint8", "bool"])
+def test_guard_cells_hold_their_sentinel_and_any_changed_cell_is_a_breach(dtype):
+    """Guards' sentinels, written a chunk at a time, are the formula's bits (NaN payloads by
+    buffer and position, past several chunks and past a float16 payload's wrap; heads their
+    own numbers), constants for the other kinds; one changed cell anywhere in a tail or a
+    head, of any buffer, is a breach named after its array and side."""
+    import numpy as np
+
+    from cudagen_data import execution
+
+    n = 3 * execution._CHUNK // 8 + 5  # factor 9: tails and heads span several chunks
+    value = (np.arange(n) % 7).astype(dtype)
+    guards = execution.Guards(9.0)
+    bufs = [guards._buffer("a", value, None if value.dtype.kind == "f" else np.ones(1, dtype)[0])]
+    bufs.append(guards._buffer("a.grad", np.zeros_like(value), 0))
+    assert guards.breach() is None
+    for k, (_, buf, m, _) in enumerate(guards.tails):
+        assert m == n and np.array_equal(buf[:n], value if k == 0 else np.zeros_like(value))
+    if value.dtype.kind == "f":
+        (_, buf, _, _), (_, head, _) = guards.tails[0], guards.heads[0]
+        assert np.array_equal(buf[n:].view(np.dtype(f"u{buf.itemsize}")), _nan_bits_by_formula(dtype, 0, buf.size - n))
+        assert np.array_equal(head.view(np.dtype(f"u{buf.itemsize}")), _nan_bits_by_formula(dtype, 4099, head.size))
+        assert np.all(np.isnan(buf[n:])) and np.all(np.isnan(head))
+    for k, (name, buf, m, _) in enumerate(guards.tails):
+        for where in (m, m + execution._CHUNK + 3, buf.size - 1):
+            keep = buf[where].copy()
+            bits = buf[where : where + 1].view(np.dtype(f"u{buf.itemsize}"))
+            bits ^= 1  # one bit of one cell: a float NaN stays NaN, only its payload changes
+            assert guards.breach(" here") == (RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r} here")
+            buf[where] = keep
+            assert guards.breach() is None
+        _, head, _ = guards.heads[k]
+        for where in (0, head.size // 2, head.size - 1):
+            keep = head[where].copy()
+            head[where : where + 1].view(np.dtype(f"u{head.itemsize}"))[...] ^= 1
+            assert guards.breach() == (RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r} at this size")
+            head[where] = keep
+    assert guards.breach() is None
