@@ -6,13 +6,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 
 import orjson
 import pytest
 
 from cudagen_data.dataset.read import iter_rows_from
 from cudagen_data.pipeline import ProduceConfig, ProduceError, produce
-from cudagen_data.pipeline.scheduler import Scheduler, first_batch_ranges
+from cudagen_data.pipeline.scheduler import HELD_PER_WORKER, Scheduler, first_batch_ranges
 from cudagen_data.validate import ValidationReport, validate_path, validate_rows
 
 CATS = ("arithmetic", "math", "vector")
@@ -203,3 +204,51 @@ def test_batches_are_cut_whole_while_work_remains_then_finer_at_the_end():
     assert tail_parts(1, 1, 1, 100) == 1
     assert tail_parts(1, 16, 1, 100) == MAX_PARTS
     assert tail_parts(1, 2, 1, 3) == 3  # a part holds one slot at least
+
+
+def test_a_slow_part_at_the_head_does_not_leave_the_other_workers_idle():
+    """Results are consumed in slot order, but a part that finishes while an earlier one
+    still runs frees its worker: the scheduler starts the next part at once instead of
+    waiting for the head (on 16 workers the wait was half of all worker time)."""
+    import collections
+    import concurrent.futures as cf
+    import threading
+    import types
+
+    config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
+    scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
+    scheduler.config, scheduler.parts = config, 1
+    scheduler.executor = types.SimpleNamespace(workers=1)  # two parts running at a time
+    scheduler.units, scheduler.queued, scheduler.inflight = (
+        collections.deque(),
+        collections.deque(),
+        collections.Counter(),
+    )
+    scheduler.next_batch = scheduler.first_batch = 3
+    scheduler.max_batches = 40
+    scheduler.accepted = lambda c: 0
+    submitted: list[cf.Future] = []
+
+    def submit(unit):
+        unit.future = cf.Future()
+        submitted.append(unit.future)
+
+    scheduler._submit = submit
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(scheduler.next_part()))
+    consumer.start()
+    deadline = time.monotonic() + 10
+    while len(submitted) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(submitted) == 2  # the window: two running parts
+    for k in range(1, 5):  # the parts after the head finish one by one; the head still runs
+        submitted[k].set_result(f"part {k}")
+        while len(submitted) < k + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(submitted) == k + 2, "a finished part's worker was left idle behind the head"
+    assert not got  # nothing is consumed out of order
+    submitted[0].set_result("part 0")
+    consumer.join(timeout=10)
+    unit, part = got[0]
+    assert part == "part 0" and unit.future is submitted[0]
+    assert len(scheduler.units) <= HELD_PER_WORKER * 1  # finished results waiting are bounded

@@ -10,6 +10,7 @@ dead task is lost (after Ray's own retries): that unit alone is isolated, on the
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
 from collections import Counter, deque
 from collections.abc import Callable
@@ -36,6 +37,7 @@ class Unit:
     future: Future | None = None
 
 
+HELD_PER_WORKER = 6  # finished parts (and parts in flight) per worker that may wait to be consumed in order
 MAX_PARTS = 4  # a batch is never cut finer: every part pays a fixed cost (below)
 
 
@@ -123,14 +125,20 @@ class Scheduler:
         need = max(config.quota(c) - self.accepted(c) - self.inflight[c] for c in config.categories)
         return math.ceil(need / per_batch) if need > 0 else 0
 
+    def _running(self) -> int:
+        return sum(u.future is None or not u.future.done() for u in self.units)
+
     def _submit(self, unit: Unit) -> None:
         unit.future = self.executor.submit(run_batch, self.config, unit.batch, unit.skip, unit.slots)
 
     def fill(self) -> None:
-        """Submit parts until the window is full (or nothing more is needed)."""
+        """Submit parts until the window is full (or nothing more is needed).  The window
+        counts parts not yet finished: a finished part waiting for an earlier one to be
+        consumed (results are consumed in slot order) holds no worker, so it does not stop
+        the next part from starting; ``HELD_PER_WORKER`` bounds how many results wait."""
         config = self.config
-        window = max(1, 2 * self.executor.workers)  # read each time: a cluster may grow or shrink
-        while len(self.units) < window:
+        workers = max(1, self.executor.workers)  # read each time: a cluster may grow or shrink
+        while self._running() < 2 * workers and len(self.units) < HELD_PER_WORKER * workers:
             if not self.queued:
                 if self.next_batch >= self.max_batches:
                     return
@@ -152,10 +160,17 @@ class Scheduler:
             self.units.append(unit)
 
     def next_part(self) -> tuple[Unit, BatchResult] | None:
-        """The next unit in slot order and its result (repaired), or None if nothing is in flight."""
+        """The next unit in slot order and its result (repaired), or None if nothing is in
+        flight.  While the next unit runs, every part that finishes makes room for another
+        (``fill``): a slow part at the head of the order does not leave the others' workers idle."""
         self.fill()
         if not self.units:
             return None
+        head = self.units[0].future
+        while not head.done():
+            running = [u.future for u in self.units if not u.future.done()]
+            cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            self.fill()
         unit = self.units.popleft()
         part = self._result(unit)
         self.inflight.subtract(unit.counts)
