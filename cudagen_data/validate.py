@@ -143,9 +143,16 @@ def check_cuda_structure(row: Row) -> list[str]:
     return problems
 
 
+# NVVM numbers the virtual registers of some large tile kernels differently from one build
+# of the same unit to the next (2 of 1,000 rows: 21-76 bytes of ~160-210 KB, 0.01-0.05%);
+# ptxas's figures for them do not move.  So the PTX size is checked to this fraction.
+PTX_BYTES_TOLERANCE = 0.005
+
+
 def check_resources(row: Row, preamble: str) -> list[str]:
     """The row's ``resources`` against a fresh build of its translation unit for the arch
-    it records (ptxas is deterministic: any difference is a wrong or edited figure)."""
+    it records: ptxas's figures exactly (any difference is a wrong or edited figure), the
+    PTX size to ``PTX_BYTES_TOLERANCE``."""
     recorded = row.resources
     unit = "\n".join((preamble, row.device_functions, row.cuda_forward, row.cuda_backward))
     try:
@@ -156,6 +163,7 @@ def check_resources(row: Row, preamble: str) -> list[str]:
         f"resources.{name} is {getattr(recorded, name)!r}, the compiler reports {value!r}"
         for name, value in fresh.items()
         if getattr(recorded, name) != value
+        and not (name == "ptx_bytes" and abs(recorded.ptx_bytes - value) <= PTX_BYTES_TOLERANCE * value)
     ]
 
 

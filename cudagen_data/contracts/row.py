@@ -103,7 +103,10 @@ class ResourceInfo:
 
     arch: int = column(pa.int32(), "Real architecture the kernels were built for (`sm_{arch}` CUBIN; the row's arch).")
     ptx_bytes: int = column(
-        pa.int64(), "Bytes of PTX NVRTC emits for the row's translation unit (forward, backward, device functions)."
+        pa.int64(),
+        "Bytes of PTX NVRTC emits for the row's translation unit (forward, backward, device functions). For a few "
+        "large tile kernels NVVM numbers virtual registers differently from build to build, so this size can differ "
+        "by a few bytes between two builds of the same unit (measured: up to 0.05%); ptxas's figures do not.",
     )
     forward_registers: int = column(pa.int32(), "Registers per thread of the forward (ptxas: `Used N registers`).")
     forward_spill_store_bytes: int = column(pa.int32(), "Bytes of register spill stores in the forward (ptxas).")
