@@ -1109,8 +1109,9 @@ def test_the_gpu_lane_witness_tells_rounding_from_a_missing_term():
     """equivalence._ulps, which the GPU lane witness uses when a lane cut's results are not
     bit for bit the row's own: a reordered sum differs by a few units in the last place; a
     term left out of it (a lane whose work reached the result), a moved NaN or a changed
-    integer is far above ROUNDING_ULPS, so such a mutant is observable, not rounding."""
-    from cudagen_data.eval.equivalence import ROUNDING_ULPS, _ulps
+    integer is far above ROUNDING_ULPS, so such a mutant is observable, not rounding; and an
+    own kernel that does not repeat itself within rounding decides nothing."""
+    from cudagen_data.eval.equivalence import ROUNDING_ULPS, _ulps, against_own
 
     rng = np.random.default_rng(3)
     terms = rng.standard_normal((64, 16)).astype(np.float32)
@@ -1126,3 +1127,16 @@ def test_the_gpu_lane_witness_tells_rounding_from_a_missing_term():
     ints = np.arange(8, dtype=np.int32)
     assert _ulps(ints, ints + np.eye(8, dtype=np.int32)[0]) == float("inf")
     assert _ulps(own, own[:-1]) == float("inf")
+    # the verdict's rule (equivalence.against_own), one input set, the own kernel run three times
+    steady = [{"out": own}, {"out": own.copy()}, {"out": own.copy()}]
+    assert against_own(steady, {"out": own.copy()})[:2] == ("", "")  # bit for bit
+    status, _, ulps = against_own(steady, {"out": reordered})
+    assert status == "" and 0 < ulps <= ROUNDING_ULPS  # rounding, said with its size
+    assert against_own(steady, {"out": missing})[0] == "observable"  # a lane's term left out
+    assert against_own(steady, {"out": nan_moved})[0] == "observable"  # poison read where work was skipped
+    assert against_own(steady, {})[0] == "observable"  # an output not written at all
+    # an own kernel that varies by more than rounding is no reference: not even the missing
+    # term is excused as "within its spread"
+    noisy = [{"out": own}, {"out": missing}, {"out": own.copy()}]
+    assert against_own(noisy, {"out": missing})[0] == "unknown"
+    assert against_own([{"out": own}, {"out": own[:-1]}], {"out": own.copy()})[0] == "unknown"

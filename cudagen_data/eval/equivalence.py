@@ -381,6 +381,29 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> float:
     return diff / float(np.spacing(a.dtype.type(scale)))
 
 
+def against_own(own: Sequence[dict[str, np.ndarray]], cand: dict[str, np.ndarray]) -> tuple[str, str, float]:
+    """A lane cut's results on one input set against the row's own kernel's runs on it
+    (``own[0]`` the reference, the rest its repeats): ("observable", what differs, ulps)
+    where an output differs by more than ROUNDING_ULPS (a term left out, poison, a moved
+    NaN); ("unknown", why, spread) where the own kernel itself varies by more than that from
+    run to run (no reference to decide with); else ("", the largest difference, its ulps)."""
+    first, repeats = own[0], own[1:]
+    worst = (0.0, "")
+    for k, v in first.items():
+        if k not in cand:
+            return "observable", f"{k!r} is missing", float("inf")
+        spread = max((_ulps(v, r.get(k, v[:0])) for r in repeats), default=0.0)
+        if spread > ROUNDING_ULPS:
+            return "unknown", f"the row's own kernel's {k!r} varies by {spread:.3g} ulps from run to run", spread
+        off = _ulps(v, cand[k])
+        if off > ROUNDING_ULPS:
+            why = f"{k!r} differs from the row's own kernel's by {off:.3g} ulps of its largest value"
+            return "observable", f"{why} (the own kernel's run-to-run spread: {spread:.3g})", off
+        if off > worst[0]:
+            worst = (off, f"{k!r}: {off:.3g} ulps, own spread {spread:.3g}")
+    return "", worst[1], worst[0]
+
+
 def gpu_lane_verdict(row: Row, mutant: Mutant, ref: Reference, device: str) -> Verdict:
     """A tile kernel's lane cut decided on the GPU, where Warp may hand lanes other work
     than on the CPU (float4 copies of N-D tiles over a quarter of the lanes): the mutant
@@ -391,10 +414,10 @@ def gpu_lane_verdict(row: Row, mutant: Mutant, ref: Reference, device: str) -> V
 
     Bits can differ without work missing: a block whose lanes reduce a tile in another
     order, float atomics that land in another order.  So the own kernel runs three times,
-    and a result that differs from it by no more than its own run-to-run spread or
-    ROUNDING_ULPS units in the last place of that output's largest value (with the same
-    non-finite cells) is rounding, said so in the verdict; a lane whose work reached a
-    result shows as a term missing from it, far above rounding, or as poison."""
+    and a result within ROUNDING_ULPS units in the last place of that output's largest
+    value (with the same non-finite cells) is rounding, said so in the verdict, provided
+    the own kernel's own runs agree that closely (:func:`against_own`); a lane whose work
+    reached a result shows as a term missing from it, far above rounding, or as poison."""
     scrub = shared_scrub(device)
     backward = bool(row.cuda_backward)
     runs = list(planned_runs(ref))
@@ -413,27 +436,21 @@ def gpu_lane_verdict(row: Row, mutant: Mutant, ref: Reference, device: str) -> V
     worst: tuple[float, str] = (0.0, "")
     for k_run, ((s, fill, _), c) in enumerate(zip(runs, cand, strict=True)):
         where = f"{s.label}, guard fill {fill}"
-        a, others = own[0][k_run], [o[k_run] for o in own[1:]]
-        if a.problems or any(o.problems for o in others):
+        mine = [o[k_run] for o in own]
+        if any(o.problems for o in mine):
             return Verdict("unknown", f"{where}: the row's own kernel fails its own run on the GPU")
         if c.problems:
             return Verdict("observable", f"on the GPU, {where}: {c.problems[0]}")
-        for k, v in a.values.items():
-            if k not in c.values:
-                return Verdict("observable", f"on the GPU, {where}: {k!r} is missing")
-            spread = max(_ulps(v, o.values.get(k, v[:0])) for o in others)
-            off = _ulps(v, c.values[k])
-            if off > max(spread, ROUNDING_ULPS):
-                return Verdict("observable", f"on the GPU, {where}: {k!r} differs from the row's own kernel's by "
-                               f"{off:.3g} ulps of its largest value (the own kernel's run-to-run spread: "
-                               f"{spread:.3g}), shared memory poisoned")  # fmt: skip
-            if off > worst[0]:
-                worst = (off, f"{k!r} at {where}: {off:.3g} ulps, own spread {spread:.3g}")
+        status, detail, ulps = against_own([o.values for o in mine], c.values)
+        if status:
+            return Verdict(status, f"on the GPU, {where}: {detail}, shared memory poisoned")
+        if ulps > worst[0]:
+            worst = (ulps, f"{detail} at {where}")
     what = "outputs and gradients" if backward else "outputs"
     if worst[0]:
         return Verdict("equivalent", f"on the GPU ({device}): {idle}: its {what} equal the row's own kernel's up to "
                        f"rounding on every input set and guard fill, shared memory poisoned before every launch "
-                       f"(largest: {worst[1]}; at most {ROUNDING_ULPS} ulps or the own kernel's spread)")  # fmt: skip
+                       f"(largest: {worst[1]}; at most {ROUNDING_ULPS} ulps)")  # fmt: skip
     return Verdict("equivalent", f"on the GPU ({device}): {idle}: its {what} equal the row's own kernel's bit for "
                    "bit on every input set and guard fill, shared memory poisoned before every launch")  # fmt: skip
 
