@@ -24,7 +24,6 @@ Measured in this run, each from a cold Warp kernel cache, --workers processes:
 from __future__ import annotations
 
 import argparse
-import math
 import multiprocessing
 import os
 import pickle
@@ -86,7 +85,7 @@ def _floor_worker(args) -> dict:
     from cudagen_data.execution import SizedRun, execute_specs
     from cudagen_data.extract import compile_units, extract_kernels
     from cudagen_data.gradcheck import Point, check_gradients, check_own_build
-    from cudagen_data.sizes import other_sizes
+    from cudagen_data.sizes import guard_factor, other_sizes
 
     warp_boundary.warp()
     spans.take()
@@ -119,7 +118,7 @@ def _floor_worker(args) -> dict:
             more = [
                 [SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)]
                 if sizes is None
-                else [SizedRun(label, sized, guard=_guard(spec, sized)) for label, sized in sizes]
+                else [SizedRun(label, sized, guard=guard_factor(spec, sized)) for label, sized in sizes]
                 for spec, sizes in zip(specs, kept_sizes, strict=True)
             ]
             with spans.span("execute"):
@@ -189,12 +188,6 @@ def tried_items(out: Path) -> list[tuple[str, dict | None]]:
 
 
 RUN_STAGES = ("execute", "gradcheck")  # a kernel rejected here was built and run by the pipeline: so by the floor
-
-
-def _guard(spec, sized) -> float:
-    """The out-of-bounds guard factor sizes.other_sizes gives a size (the pipeline runs every
-    size under it)."""
-    return 2.0 * math.prod(sized.launch_dim) / math.prod(spec.launch_dim)
 
 
 def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None]]:

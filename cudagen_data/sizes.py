@@ -81,12 +81,17 @@ def other_sizes(spec: KernelSpec, checked: bool = False) -> list[tuple[str, Kern
     offered (tried in order where the first guess fails)."""
     if fixed_size_reason(spec):
         return []
-    threads = _prod(spec.launch_dim)
     out = []
     for label, n in size_plan(spec):
         sized = resized(spec, n)
-        out.append((label, sized, 2.0 * _prod(sized.launch_dim) / threads, alternatives(spec, n) if checked else []))
+        out.append((label, sized, guard_factor(spec, sized), alternatives(spec, n) if checked else []))
     return out
+
+
+def guard_factor(spec: KernelSpec, sized: KernelSpec) -> float:
+    """How much larger than ``sized``'s own arrays their buffers are while that size of
+    ``spec`` runs under guard (execution.Guards): twice the launch's growth."""
+    return 2.0 * _prod(sized.launch_dim) / _prod(spec.launch_dim)
 
 
 MAX_ALTERNATIVES = 32  # other guesses tried per size, at most (each one launch)
