@@ -184,7 +184,7 @@ def test_first_batch_is_cut_fine_then_normal():
     scheduler.next_batch = scheduler.first_batch = 3
     scheduler.max_batches = 5
     scheduler.accepted = lambda c: 0
-    scheduler._submit = lambda unit: None
+    scheduler._submit = lambda unit: setattr(unit, "future", __import__("concurrent.futures").futures.Future())
     scheduler.fill()
     sizes = [(u.batch, len(u.slots)) for u in scheduler.units]
     # batch 4: the ~20 batches of work left fit one per worker (500), so it is cut as a

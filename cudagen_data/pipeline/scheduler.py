@@ -126,7 +126,7 @@ class Scheduler:
         return math.ceil(need / per_batch) if need > 0 else 0
 
     def _running(self) -> int:
-        return sum(u.future is None or not u.future.done() for u in self.units)
+        return sum(not u.future.done() for u in self.units)
 
     def _submit(self, unit: Unit) -> None:
         unit.future = self.executor.submit(run_batch, self.config, unit.batch, unit.skip, unit.slots)
