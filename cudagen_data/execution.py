@@ -316,7 +316,7 @@ class Guards:
 
     A guessed size's buffers are large (``factor`` times an array that has grown already:
     hundreds of MB for a batch), so the sentinel cells are written and compared in place,
-    a cache-sized chunk at a time (:func:`_sentinel`), with no copy of their bytes kept."""
+    a cache-sized chunk at a time (:func:`_sentinel_chunks`), with no copy of their bytes kept."""
 
     def __init__(self, factor: float) -> None:
         self.factor = factor
@@ -339,8 +339,8 @@ class Guards:
             tail_is, head_is = len(self.tails), len(self.tails) + _HEAD
         else:
             tail_is = head_is = np.array(fill, dtype=flat.dtype).view(_UINT[flat.dtype.itemsize])[()]
-        _sentinel(_bits(buf[n:]), tail_is)
-        _sentinel(_bits(head), head_is)
+        _fill_sentinel(_bits(buf[n:]), tail_is)
+        _fill_sentinel(_bits(head), head_is)
         self.tails.append((name, buf, n, tail_is))
         self.heads.append((name, head, head_is))
         return buf
@@ -363,10 +363,10 @@ class Guards:
     def breach(self, where: str = " at this size") -> tuple[RejectReason, str] | None:
         """(out_of_bounds, which array's cells a launch changed, then ``where``) or None."""
         for name, buf, n, sentinel in self.tails:
-            if not _sentinel(_bits(buf[n:]), sentinel, check=True):
+            if not _holds_sentinel(_bits(buf[n:]), sentinel):
                 return RejectReason.OUT_OF_BOUNDS, f"writes past the end of {name!r}{where}"
         for name, head, sentinel in self.heads:
-            if not _sentinel(_bits(head), sentinel, check=True):
+            if not _holds_sentinel(_bits(head), sentinel):
                 return RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r}{where}"
         return None
 
@@ -388,35 +388,36 @@ def _evens(uint: type) -> np.ndarray:
     return (np.arange(_CHUNK, dtype=np.uint64) * 2).astype(uint)
 
 
-def _sentinel(bits: np.ndarray, sentinel, check: bool = False) -> bool:
-    """Fill ``bits`` (a buffer's unsigned view) with its sentinel, or with ``check`` say
-    whether it still holds it.  An int sentinel ``b`` is a run of quiet NaNs whose
-    payloads differ by buffer and position: cell ``i`` holds ``base | ((2 i + 1 + 7919 b)
-    & mask)`` (computed at the cells' own width: ``mask + 1`` divides ``2 ** width``, so
-    the wrap changes nothing); any other sentinel is one constant's bits."""
+def _sentinel_chunks(bits: np.ndarray, sentinel):
+    """(cells, what they hold) a ``_CHUNK`` at a time, for ``bits`` (a buffer's unsigned view)
+    holding ``sentinel``.  An int sentinel ``b`` is a run of quiet NaNs whose payloads differ
+    by buffer and position: cell ``i`` holds ``base | ((2 i + 1 + 7919 b) & mask)``
+    (computed at the cells' own width: ``mask + 1`` divides ``2 ** width``, so the wrap
+    changes nothing); any other sentinel is one constant's bits."""
     uint = bits.dtype.type
-    constant = not isinstance(sentinel, int)
-    if constant and not check:
-        bits[...] = sentinel
-        return True
-    if not constant:
-        base, mask = _QUIET_NAN[bits.dtype.itemsize]
-        start, width = 1 + sentinel * 7919, 8 * bits.dtype.itemsize
-        evens = _evens(uint)
-        scratch = np.empty(min(_CHUNK, bits.size), dtype=uint)
+    if not isinstance(sentinel, int):
+        for a in range(0, bits.size, _CHUNK):
+            yield bits[a : a + _CHUNK], sentinel
+        return
+    base, mask = _QUIET_NAN[bits.dtype.itemsize]
+    start, width = 1 + sentinel * 7919, 8 * bits.dtype.itemsize
+    evens, scratch = _evens(uint), np.empty(min(_CHUNK, bits.size), dtype=uint)
     for a in range(0, bits.size, _CHUNK):
         cells = bits[a : a + _CHUNK]
-        if constant:
-            if not np.all(cells == sentinel):
-                return False
-            continue
-        out = scratch[: cells.size] if check else cells
-        np.add(evens[: cells.size], uint((start + 2 * a) % (1 << width)), out=out)
-        np.bitwise_and(out, uint(mask), out=out)
-        np.bitwise_or(out, uint(base), out=out)
-        if check and not np.array_equal(cells, out):
-            return False
-    return True
+        want = scratch[: cells.size]
+        np.add(evens[: cells.size], uint((start + 2 * a) % (1 << width)), out=want)
+        np.bitwise_and(want, uint(mask), out=want)
+        np.bitwise_or(want, uint(base), out=want)
+        yield cells, want
+
+
+def _fill_sentinel(bits: np.ndarray, sentinel) -> None:
+    for cells, want in _sentinel_chunks(bits, sentinel):
+        cells[...] = want
+
+
+def _holds_sentinel(bits: np.ndarray, sentinel) -> bool:
+    return all(bool((cells == want).all()) for cells, want in _sentinel_chunks(bits, sentinel))
 
 
 def forward_outputs(spec: KernelSpec, kernel, device: str, inputs: dict[str, Value]) -> dict[str, np.ndarray]:
