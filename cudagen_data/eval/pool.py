@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import warp_boundary
 from ..contracts.row import Row
@@ -213,8 +213,7 @@ class _JobTask(PipeTask):
             why = (f"did not finish within {self.pool.candidate_timeout:.0f} s (worker killed)" if timed_out
                    else f"crashed its worker: {exit_reason(exitcode)}")  # fmt: skip
             results[culprit[0]] = Outcome(culprit[0], "run", False, why)
-        again = Job(job.row, job.seed, left, job.fresh_sets, job.timing, self.untimed)
-        return [_JobTask(again, self.pool)] if left else []
+        return [_JobTask(replace(job, candidates=left, untimed=self.untimed), self.pool)] if left else []
 
 
 def _pick(worker, queue) -> _JobTask:
