@@ -314,6 +314,55 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
     )  # constant where the reference is
 
 
+def test_a_candidate_as_far_off_as_the_rows_own_cuda_passes_and_no_further(chain_reference):
+    """The judge's calibration (eval/run.py): where the row's own CUDA misses a float
+    array's tolerance on a set too (GPU rounding the CPU model does not cover), a candidate
+    gets OWN_MARGIN times the own kernel's error on top, with a note; never where the own
+    kernel meets the tolerance, never for a candidate far off, never for integers."""
+    base = dataclasses.replace(chain_reference.sets[0], cpu32={}, ref64={})  # fallback: 1% + 0.1% of the largest
+    y = (1.0 + np.linspace(0.0, 0.5, 64)).astype(np.float32)
+    s = dataclasses.replace(base, expected={"y": y})
+    tol = 0.01 * 1.5 + 0.001 * 1.5  # at the largest element
+
+    def off(at: int, by: float) -> np.ndarray:
+        v = y.copy()
+        v[at] += by
+        return v
+
+    calls = []
+
+    def own_result(values):
+        def own():
+            calls.append(1)
+            return Measured({"y": values})
+
+        return own
+
+    near = off(63, 2 * tol)  # twice the tolerance
+    assert judge_set(chain_reference, s, Measured({"y": near}))  # fails without calibration
+    notes: list[str] = []
+    own_near = own_result(off(10, 2 * tol))
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_near, notes=notes) == []
+    assert len(notes) == 1 and "judged with 4x the row's own CUDA's error" in notes[0], notes
+    # the own kernel meets the tolerance: nothing is lent
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_result(y.copy()), notes=notes)
+    # lent only OWN_MARGIN times the own kernel's error: a candidate further off still fails
+    assert judge_set(chain_reference, s, Measured({"y": off(63, 20 * tol)}), own=own_near)
+    # a candidate far off (over CALIBRATE_BELOW times) is not compared with the own kernel at all
+    calls.clear()
+    assert judge_set(chain_reference, s, Measured({"y": off(63, 100 * tol)}), own=own_result(off(10, 2 * tol)))
+    assert calls == []
+    # an own kernel far off itself (over OWN_LIMIT times) lends nothing
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_result(off(10, 80 * tol)))
+    # integers are exact: never calibrated
+    n = np.arange(64, dtype=np.int32)
+    si = dataclasses.replace(base, expected={"n": n})
+    calls.clear()
+    assert judge_set(chain_reference, si, Measured({"n": n + 1}), own=own_result(n + 1))
+    assert calls == []
+    assert len(notes) == 1
+
+
 def _sets_bytes(ref) -> list[tuple]:
     return [(s.name, s.size, sorted((k, np.asarray(v).tobytes()) for k, v in s.inputs.items()),
              sorted((k, np.asarray(v).tobytes()) for k, v in s.expected.items()),

@@ -26,7 +26,7 @@ from .. import warp_boundary
 from ..contracts.row import Row
 from ..pipeline.pool import EXIT, PipePool, PipeTask, PoolError, exit_reason, prepare_worker, serve
 from .reference import DEFAULT_FRESH_SETS, ReferenceUnavailable, compute_reference
-from .run import CandidateBuildFailed, candidate_kernel, judge_runs
+from .run import CandidateBuildFailed, candidate_kernel, judge_runs, own_runner
 from .shared_scrub import shared_scrub
 from .structure import row_key
 from .timing import OwnKernel, context_lost, measure  # OwnKernel: the row's own kernel, built once per job for --timing
@@ -93,7 +93,7 @@ def process_job(job: Job, device: str, cache: OrderedDict, precompiled_header: b
     cache.move_to_end(key)
     first = time.perf_counter() - t0  # the reference's CPU build and recorded sets (0 when cached)
     yield "reference", None
-    with OwnKernel(job.row, device, precompiled_header) as own:
+    with OwnKernel(job.row, device, precompiled_header, build) as own:
         yield from _judge_candidates(job, device, ref, own, precompiled_header, build, first)
 
 
@@ -104,6 +104,7 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
         scrub = shared_scrub(device) if not isinstance(ref, Exception) else None  # built once per worker process
     except RuntimeError as exc:  # the judge's own kernel: no candidate is judged without it
         ref = exc
+    own_runs = own_runner(own.kernel, device, scrub)  # the row's own CUDA per set, built and run when first needed
     for ckey, forward, backward in job.candidates:
         t0 = time.perf_counter()
         phases = {"reference": first, "build": 0.0, "judge": 0.0}
@@ -119,13 +120,15 @@ def _judge_candidates(job: Job, device: str, ref, own, precompiled_header: bool,
                 phases["build"] = t1 - t0
                 # the run stage holds the GPU lock shared around each launch (run.run_guarded), not
                 # across the judge: a timing elsewhere waits for one launch, not for this whole judge
-                failures, ran = judge_runs(ref, kernel, device, bool(job.row.cuda_backward), scrub=scrub)
+                calibrated: list[str] = []  # sets judged against the row's own CUDA's error (run.judge_set)
+                failures, ran = judge_runs(ref, kernel, device, bool(job.row.cuda_backward), scrub=scrub,
+                                           own=own_runs, notes=calibrated)  # fmt: skip
                 phases["reference"] += ref.seconds - computed
                 phases["judge"] = time.perf_counter() - t1 - (ref.seconds - computed)
                 # a passing candidate ran every set: it reports them all, and every note; a
                 # failing one the sets up to the one it failed on, and the notes known before
                 # any drawn set (the same whichever candidates of the row came first)
-                notes = list(ref.notes if not failures else ref.notes[: ref.known_notes])
+                notes = list(ref.notes if not failures else ref.notes[: ref.known_notes]) + calibrated
                 if job.timing and not failures and job.untimed:
                     notes.append(job.untimed)
                 elif job.timing and not failures:

@@ -527,8 +527,9 @@ class OwnKernel:
     """The row's own kernel on the GPU, built the way a candidate is (its recorded CUDA put
     in place of itself), on first use, and the row's timing state; released with the job."""
 
-    def __init__(self, row: Row, device: str, precompiled_header: bool = False):
+    def __init__(self, row: Row, device: str, precompiled_header: bool = False, build=None):
         self.row, self.device, self.precompiled_header = row, device, precompiled_header
+        self.build = build  # how the kernel is built (default: candidate_kernel; a CPU stand-in in benchmarks)
         self._stack = contextlib.ExitStack()
         self._kernel = None
         self.bench: RowBench | None = None  # built by the row's first timed candidate
@@ -548,7 +549,7 @@ class OwnKernel:
     def kernel(self):
         if self._kernel is None:
             row = self.row
-            own = candidate_kernel(
+            own = (self.build or candidate_kernel)(
                 row, row.cuda_forward, row.cuda_backward or None, self.device, self.precompiled_header
             )
             self._kernel = self._stack.enter_context(own)[0]

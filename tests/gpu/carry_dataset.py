@@ -11,6 +11,17 @@ Warp installed elsewhere).  Two modes:
 
 ``make`` keeps only what the GPU suite reads (manifest, stats, Parquet) and refuses a
 folder over MAX_MIB (the device tool carries 64 MiB in all, Warp's stage included).
+
+A larger dataset (1,000 rows at three sizes: ~85 MiB of Parquet) goes over in several
+calls.  ``pack`` takes a finished folder made here (``cudagen produce``), keeps what the
+GPU suite reads, cuts its Parquet into shards of at most PART_MIB (same rows, same order,
+same schema; the manifest lists the new shards with their checksums) and deals the files
+into carry folders ``.gpu_carry_1/``, ``.gpu_carry_2/``, ... of at most PART_MIB each:
+
+    python tests/gpu/carry_dataset.py pack --from data/production
+    # there, one call per part (carry: [".gpu_carry_N"]), then check as above:
+    mkdir -p /root/carry && cp -r .gpu_carry_N/. /root/carry/
+    python3 tests/gpu/carry_dataset.py check --folder /root/carry
 ``check`` proves the folder arrived intact (every file's xxh3-128 from the manifest)
 and prints where it was made next to where it is checked.
 """
@@ -32,6 +43,7 @@ DEFAULT_FOLDER = HERE.parent.parent / ".gpu_carry"
 PER_CATEGORY = 4
 MAX_MIB = 12  # with Warp's stage (~50 MiB) and the checkout, under the 64 MiB a call carries
 KEPT = ("manifest.json", "stats.json", "data")
+PART_MIB = 55  # one carry folder: with the checkout (~4 MiB), under the 64 MiB a call carries
 
 
 def made_on() -> dict:
@@ -87,6 +99,68 @@ def make(folder: Path, workers: int, seed: int, per_category: int = PER_CATEGORY
     return 0
 
 
+def pack(source: Path, top: Path, part_mib: float = PART_MIB) -> int:
+    """Cut ``source``'s Parquet into shards of at most ``part_mib`` and deal them, with the
+    manifest and stats, into carry folders ``top/.gpu_carry_1``, ... (see the docstring)."""
+    import pyarrow.parquet as pq
+    import xxhash
+
+    manifest = orjson.loads((source / "manifest.json").read_bytes())
+    limit = int(part_mib * 2**20)
+    staging = top / ".gpu_carry_pack"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "data").mkdir(parents=True)
+    files = []
+    for entry in manifest["files"]:
+        if not entry["path"].startswith("data/"):
+            continue
+        table = pq.read_table(source / entry["path"])
+        size = (source / entry["path"]).stat().st_size
+        pieces = max(1, -(-size * 5 // (limit * 4)))  # 25% headroom: rows differ in size
+        step = -(-table.num_rows // pieces)
+        stem = entry["path"].split("/")[1].split("-")[0]
+        for i in range(pieces):
+            part = table.slice(i * step, step)
+            name = f"data/{stem}-carry{i:02d}-of-{pieces:02d}.parquet"
+            pq.write_table(part, staging / name, compression="zstd")
+            data = (staging / name).read_bytes()
+            if len(data) > limit:
+                print(f"error: {name}: {len(data) / 2**20:.1f} MiB is over {part_mib} MiB; pass a smaller --part-mib",
+                      file=sys.stderr)  # fmt: skip
+                return 1
+            files.append({"path": name, "rows": part.num_rows, "split": entry["split"],
+                          "xxh3_128": xxhash.xxh3_128_hexdigest(data)})  # fmt: skip
+    manifest["files"] = files
+    (staging / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
+    shutil.copy(source / "stats.json", staging / "stats.json")
+    (staging / "made_on.json").write_bytes(orjson.dumps(made_on(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    # deal the files into parts, largest first, each into the first part with room
+    paths = sorted((p for p in staging.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)
+    parts: list[list[Path]] = []
+    room: list[int] = []
+    for path in paths:
+        n = path.stat().st_size
+        k = next((i for i, r in enumerate(room) if r >= n), None)
+        if k is None:
+            parts.append([]), room.append(limit)
+            k = len(parts) - 1
+        parts[k].append(path)
+        room[k] -= n
+    for old in top.glob(".gpu_carry_[0-9]*"):
+        shutil.rmtree(old)
+    for k, group in enumerate(parts, 1):
+        for path in group:
+            rel = path.relative_to(staging)
+            dest = top / f".gpu_carry_{k}" / (rel if rel.name == "made_on.json" else Path("dataset") / rel)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, dest)
+    shutil.rmtree(staging)
+    rows = sum(f["rows"] for f in files)
+    print(f"{rows} rows of {source} in {len(files)} shards, dealt into {len(parts)} carry folders "
+          f"(.gpu_carry_1 .. .gpu_carry_{len(parts)}, at most {part_mib} MiB each)")  # fmt: skip
+    return 0
+
+
 def check(folder: Path) -> int:
     import xxhash
 
@@ -117,7 +191,9 @@ def check(folder: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("make", "check"))
+    parser.add_argument("mode", choices=("make", "pack", "check"))
+    parser.add_argument("--from", dest="source", type=Path, help="pack: a finished dataset folder made here")
+    parser.add_argument("--part-mib", type=float, default=PART_MIB, help="pack: MiB per carry folder at most")
     parser.add_argument("--folder", type=Path, default=DEFAULT_FOLDER)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -125,6 +201,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.mode == "make":
         return make(args.folder, args.workers, args.seed, args.per_category)
+    if args.mode == "pack":
+        if args.source is None or not (args.source / "manifest.json").is_file():
+            print(f"error: pack needs --from FOLDER, a finished dataset folder (got {args.source})", file=sys.stderr)
+            return 2
+        return pack(args.source, HERE.parent.parent, args.part_mib)
     return check(args.folder)
 
 
