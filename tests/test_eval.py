@@ -315,10 +315,11 @@ def test_constant_output_never_passes_where_the_reference_varies(chain_reference
 
 
 def test_a_candidate_as_far_off_as_the_rows_own_cuda_passes_and_no_further(chain_reference):
-    """The judge's calibration (eval/run.py): where the row's own CUDA misses a float
-    array's tolerance on a set too (GPU rounding the CPU model does not cover), a candidate
-    gets OWN_MARGIN times the own kernel's error on top, with a note; never where the own
-    kernel meets the tolerance, never for a candidate far off, never for integers."""
+    """The judge's calibration (eval/run.py): where the row's own CUDA, run three times on
+    a set, misses a float array's tolerance or does not repeat itself (GPU rounding in an
+    order the GPU does not fix), a candidate gets OWN_MARGIN times the own kernel's largest
+    error on top, with a note; never where the own kernel repeats itself within the
+    tolerance, never for a candidate far off, never for integers."""
     base = dataclasses.replace(chain_reference.sets[0], cpu32={}, ref64={})  # fallback: 1% + 0.1% of the largest
     y = (1.0 + np.linspace(0.0, 0.5, 64)).astype(np.float32)
     s = dataclasses.replace(base, expected={"y": y})
@@ -331,36 +332,47 @@ def test_a_candidate_as_far_off_as_the_rows_own_cuda_passes_and_no_further(chain
 
     calls = []
 
-    def own_result(values):
+    def own_runs(*values):
         def own():
             calls.append(1)
-            return Measured({"y": values})
+            return [Measured({"y": v}) for v in values]
 
         return own
 
     near = off(63, 2 * tol)  # twice the tolerance
     assert judge_set(chain_reference, s, Measured({"y": near}))  # fails without calibration
     notes: list[str] = []
-    own_near = own_result(off(10, 2 * tol))
-    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_near, notes=notes) == []
+    missing = own_runs(*[off(10, 2 * tol)] * 3)  # the own kernel misses too, the same way each run
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=missing, notes=notes) == []
     assert len(notes) == 1 and "judged with 4x the row's own CUDA's error" in notes[0], notes
-    # the own kernel meets the tolerance: nothing is lent
-    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_result(y.copy()), notes=notes)
+    assert "repeat themselves" in notes[0]
+    # runs that differ from each other, all within the tolerance: they lend their error too
+    noisy = own_runs(off(10, 0.1 * tol), off(10, 0.6 * tol), y.copy())
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=noisy, notes=notes) == []
+    assert len(notes) == 2 and "differ from each other" in notes[1], notes
+    # an own kernel that repeats itself within the tolerance lends nothing
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_runs(*[off(10, 0.6 * tol)] * 3))
     # lent only OWN_MARGIN times the own kernel's error: a candidate further off still fails
-    assert judge_set(chain_reference, s, Measured({"y": off(63, 20 * tol)}), own=own_near)
+    assert judge_set(chain_reference, s, Measured({"y": off(63, 20 * tol)}), own=missing)
     # a candidate far off (over CALIBRATE_BELOW times) is not compared with the own kernel at all
     calls.clear()
-    assert judge_set(chain_reference, s, Measured({"y": off(63, 100 * tol)}), own=own_result(off(10, 2 * tol)))
+    assert judge_set(chain_reference, s, Measured({"y": off(63, 100 * tol)}), own=own_runs(off(10, 2 * tol)))
     assert calls == []
     # an own kernel far off itself (over OWN_LIMIT times) lends nothing
-    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_result(off(10, 80 * tol)))
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=own_runs(*[off(10, 80 * tol)] * 3))
+
+    # an own run with a problem (a guard breached, a launch error) lends nothing
+    def broken():
+        return [Measured({"y": off(10, 2 * tol)}), Measured(problems=["launch failed"])]
+
+    assert judge_set(chain_reference, s, Measured({"y": near}), own=broken)
     # integers are exact: never calibrated
     n = np.arange(64, dtype=np.int32)
     si = dataclasses.replace(base, expected={"n": n})
     calls.clear()
-    assert judge_set(chain_reference, si, Measured({"n": n + 1}), own=own_result(n + 1))
+    assert judge_set(chain_reference, si, Measured({"n": n + 1}), own=own_runs(n + 1))
     assert calls == []
-    assert len(notes) == 1
+    assert len(notes) == 2
 
 
 def _sets_bytes(ref) -> list[tuple]:
