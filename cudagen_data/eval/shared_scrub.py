@@ -34,7 +34,12 @@ MARGIN_BYTES = 2 * 1024  # left to the scrub's static shared memory and Warp's a
 # lane, ahead of the tiles) then ends before any kernel's of 32 lanes or more, so the
 # scrub's tiles cover every byte where such a kernel keeps its tiles.
 GPU_BLOCK_DIM = 32
+# No backward: the scrub is never differentiated, and Warp would build one that asks for twice
+# the shared memory (a warning per worker on the GPU: "Failed to configure dynamic shared memory
+# for kernel 'cudagen_shared_scrub' (backward)").
 _SOURCE = """import warp as wp
+
+wp.set_module_options({{"enable_backward": False}})
 
 WORDS = wp.constant({words})
 
