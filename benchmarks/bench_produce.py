@@ -48,6 +48,7 @@ class Measured:
     ended: float
     driver_cpu: float  # the driver's own CPU seconds (this process, all threads)
     results: list = field(default_factory=list)  # committed BatchResults, in order
+    events: list = field(default_factory=list)  # the driver's scheduler events (produce_timeline.py)
 
 
 def run(
@@ -59,6 +60,8 @@ def run(
     out: Path,
     level: str = "frontend",
 ) -> Measured:
+    import produce_timeline
+
     from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.producer import produce
 
@@ -67,10 +70,11 @@ def run(
         count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level
     )
     cpu0, started, t0 = time.process_time(), time.monotonic(), time.perf_counter()
-    result = produce(config, out, workers=workers, progress=False, on_batch=results.append)
+    with produce_timeline.recording() as events:
+        result = produce(config, out, workers=workers, progress=False, on_batch=results.append)
     seconds, ended = time.perf_counter() - t0, time.monotonic()
     rss = max((r.worker_rss_mb for r in results), default=0.0)
-    return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results)
+    return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results, events)
 
 
 def _floor_worker(args) -> dict:
@@ -537,6 +541,10 @@ def main() -> None:
         )
         print(f"        stage seconds (summed over workers): {stats['stage_seconds']}")
         print(f"        peak worker RSS {rss:.0f} MB")
+        import produce_timeline
+
+        wall, _, info = lanes(full)
+        produce_timeline.report(full.events, info["timings"], wall.get("@between", 0.0))
         if not args.skip_floor:
             from concurrent.futures.process import BrokenProcessPool
 
