@@ -122,7 +122,7 @@ def _floor_worker(args) -> dict:
             more = [
                 [SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)]
                 if sizes is None
-                else [SizedRun(label, sized, guard=guard_factor(spec, sized)) for label, sized in sizes]
+                else [SizedRun(label, sized, given, guard_factor(spec, sized)) for label, sized, given in sizes]
                 for spec, sizes in zip(specs, kept_sizes, strict=True)
             ]
             with spans.span("execute"):
@@ -198,7 +198,11 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None
     """(python_source, spec to build and run or None, its other sizes or None) of every
     kernel the run tried: the spec of every row with the other sizes its test vectors
     record (the sizes the pipeline kept: the floor runs those, not the guesses the pipeline
-    tried and dropped, whose NumPy reference checks are not floor work), and of every
+    tried and dropped, whose NumPy reference checks are not floor work), each as (label,
+    spec at that size, the set's recorded (inputs, output gradients)): the floor runs and
+    checks what the row holds (a set's spec alone would draw a size argument such as a
+    matrix's column count at the row's own size, not the set's: less work than the row's
+    run, 16x less for a 257-row gemm), and of every
     reject that passed the compile check (rejected while running or by the gradient check:
     regenerated from its slot, the pipeline ran it too; its sizes: sizes.py's first guesses)."""
     from cudagen_data.contracts.read import row_to_spec
@@ -212,7 +216,11 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None
         for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
             spec = row_to_spec(r)
             kept = TestVectors.from_json(r.test_vectors).sets()[1:] if r.test_vectors else []
-            items.append((r.python_source, spec, [(v.size, v.sized_spec(spec)) for v in kept]))
+            sizes = []
+            for v in kept:
+                d = v.decoded()
+                sizes.append((v.size, v.sized_spec(spec), (d["inputs"], d["output_grads"])))
+            items.append((r.python_source, spec, sizes))
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         if not r.get("python_source"):

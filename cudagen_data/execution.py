@@ -332,15 +332,19 @@ class Guards:
         allocator's own bookkeeping (glibc aborts later, in another kernel's run)."""
         n = flat.size
         size = int(n * self.factor) + GUARD_PAD
-        whole = np.empty(size - n + size, dtype=flat.dtype)
-        head, buf = whole[: size - n], whole[size - n :]
-        buf[:n] = flat
         if fill is None:
             tail_is, head_is = len(self.tails), len(self.tails) + _HEAD
         else:
             tail_is = head_is = np.array(fill, dtype=flat.dtype).view(_UINT[flat.dtype.itemsize])[()]
-        _fill_sentinel(_bits(buf[n:]), tail_is)
-        _fill_sentinel(_bits(head), head_is)
+        # a zero sentinel (gradient buffers) is what a fresh zeroed allocation holds already:
+        # large ones come from the OS as zero pages, nothing to write
+        zero = fill is not None and tail_is == 0
+        whole = (np.zeros if zero else np.empty)(size - n + size, dtype=flat.dtype)
+        head, buf = whole[: size - n], whole[size - n :]
+        buf[:n] = flat
+        if not zero:
+            _fill_sentinel(_bits(buf[n:]), tail_is)
+            _fill_sentinel(_bits(head), head_is)
         self.tails.append((name, buf, n, tail_is))
         self.heads.append((name, head, head_is))
         return buf
@@ -394,29 +398,48 @@ def _sentinel_chunks(bits: np.ndarray, sentinel):
     by buffer and position: cell ``i`` holds ``base | ((2 i + 1 + 7919 b) & mask)``
     (computed at the cells' own width: ``mask + 1`` divides ``2 ** width``, so the wrap
     changes nothing); any other sentinel is one constant's bits."""
-    uint = bits.dtype.type
     if not isinstance(sentinel, int):
         for a in range(0, bits.size, _CHUNK):
             yield bits[a : a + _CHUNK], sentinel
         return
-    base, mask = _QUIET_NAN[bits.dtype.itemsize]
-    start, width = 1 + sentinel * 7919, 8 * bits.dtype.itemsize
-    evens, scratch = _evens(uint), np.empty(min(_CHUNK, bits.size), dtype=uint)
+    scratch = np.empty(min(_CHUNK, bits.size), dtype=bits.dtype)
     for a in range(0, bits.size, _CHUNK):
         cells = bits[a : a + _CHUNK]
         want = scratch[: cells.size]
-        np.add(evens[: cells.size], uint((start + 2 * a) % (1 << width)), out=want)
-        np.bitwise_and(want, uint(mask), out=want)
-        np.bitwise_or(want, uint(base), out=want)
+        _nan_cells(want, a, sentinel)
         yield cells, want
 
 
+def _nan_cells(out: np.ndarray, a: int, sentinel: int) -> None:
+    """Write into ``out`` (at most ``_CHUNK`` unsigned cells) NaN sentinel ``sentinel``'s cells
+    ``a``, ``a + 1``, ... (:func:`_sentinel_chunks`).  Where the payload does not wrap within
+    ``out`` (nearly always: it wraps every ``(mask + 1) / 2`` cells), ``base | (low + 2 i)``
+    is ``(base | low) + 2 i`` (``base`` and ``mask`` share no bit): one pass instead of three."""
+    uint = out.dtype.type
+    base, mask = _QUIET_NAN[out.dtype.itemsize]
+    width = 8 * out.dtype.itemsize
+    first = (1 + sentinel * 7919 + 2 * a) % (1 << width)  # the unmasked payload of cell a
+    evens = _evens(uint)[: out.size]
+    low = first & mask
+    if low + 2 * (out.size - 1) <= mask:
+        np.add(evens, uint(base | low), out=out)
+        return
+    np.add(evens, uint(first), out=out)
+    np.bitwise_and(out, uint(mask), out=out)
+    np.bitwise_or(out, uint(base), out=out)
+
+
 def _fill_sentinel(bits: np.ndarray, sentinel) -> None:
-    for cells, want in _sentinel_chunks(bits, sentinel):
-        cells[...] = want
+    if not isinstance(sentinel, int):
+        bits.fill(sentinel)
+        return
+    for a in range(0, bits.size, _CHUNK):
+        _nan_cells(bits[a : a + _CHUNK], a, sentinel)
 
 
 def _holds_sentinel(bits: np.ndarray, sentinel) -> bool:
+    if not isinstance(sentinel, int) and sentinel == 0:
+        return np.count_nonzero(bits) == 0  # one pass, no temporary
     return all(bool((cells == want).all()) for cells, want in _sentinel_chunks(bits, sentinel))
 
 
