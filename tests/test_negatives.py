@@ -33,9 +33,11 @@ from cudagen_data.negatives import (
     make_negatives,
     prove_candidates,
 )
+from cudagen_data.negatives.batch import CRASH_ENV, BatchJob, Positive, prove_rows
 from cudagen_data.negatives.kinds import RUN, STRUCTURE, memorized_edit
+from cudagen_data.negatives.pool import BatchPiece
 from cudagen_data.negatives.prove import Witness
-from cudagen_data.negatives.run import CRASH_ENV, Positive, balance, fair_shares, prove_rows, rank
+from cudagen_data.negatives.run import balance, fair_shares, rank
 from cudagen_data.spec import ArgSpec
 
 KERNELS = ["chain", "atomic", "argmax"]
@@ -344,10 +346,11 @@ def test_deterministic_and_resumable(made, dataset, tmp_path):
 
 def test_a_row_whose_witness_kills_its_worker_costs_only_its_run_stage_negatives(made, dataset, tmp_path,
                                                                                    monkeypatch):  # fmt: skip
-    """A worker killed while it witnesses a row (injected: CRASH_ENV) is replaced and its
-    batch split until that row alone is left; the row gets its structure and compile
-    negatives only, counted in rows_witness_crashed; every other row's negatives are the
-    same bytes as a run without the crash (and with another batch size)."""
+    """A worker killed while it witnesses a row (injected: CRASH_ENV) is replaced; the row
+    is tried again alone (killing its worker again) and its batch's other rows apart from
+    it; the row gets its structure and compile negatives only, counted in
+    rows_witness_crashed; every other row's negatives are the same bytes as a run without
+    the crash (and with another batch size)."""
     folder, _ = made
     crashing = _negatives(folder)[0]["positive_id"]
     monkeypatch.setenv(CRASH_ENV, crashing)
@@ -361,6 +364,23 @@ def test_a_row_whose_witness_kills_its_worker_costs_only_its_run_stage_negatives
     assert len([n for n in after if n["positive_id"] == crashing]) == 3
     others = [n for n in after if n["positive_id"] != crashing]
     assert others and others == [n for n in before.values() if n["positive_id"] != crashing]
+
+
+def test_a_lost_workers_rows_are_redone_around_the_row_it_was_judging():
+    """The pool's split of a piece whose worker died: the row being judged alone, the rows
+    before and after it as two pieces; every row alone where the worker died outside the
+    judging (a build); a lone row is given up (its structure and compile candidates only)."""
+    job = BatchJob(7, [None] * 6, [[]] * 6, [[]] * 6, 3, {}, 0)
+    piece = BatchPiece(job, 0, 6)
+    piece.judging = 2
+    assert [(p.lo, p.hi) for p in piece.on_lost(False, -11)] == [(2, 3), (0, 2), (3, 6)]
+    piece.judging = 0
+    assert [(p.lo, p.hi) for p in piece.on_lost(False, -11)] == [(0, 1), (1, 6)]
+    piece.judging = None
+    assert [(p.lo, p.hi) for p in piece.on_lost(True, None)] == [(k, k + 1) for k in range(6)]
+    lone = BatchPiece(job, 4, 5)
+    assert lone.on_lost(False, -11) == [] and lone.lost
+    assert not piece.lost
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ read as tokens (comments gone, string literals opaque; cuda_parse.py):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -64,8 +65,12 @@ class KernelShape:
         return f'extern "C" __global__ void {self.name}({", ".join(self.param_types)})'
 
 
+@functools.lru_cache(maxsize=256)
 def kernel_shape(cuda_text: str) -> KernelShape:
-    """The one ``__global__`` function of a (recorded) kernel text."""
+    """The one ``__global__`` function of a (recorded) kernel text.  Cached (a frozen result
+    of the text alone): negatives read each row's shape for its own candidates and again for
+    the row before it, whose ``foreign_kernel`` candidate copies it; tokenizing was ~40% of
+    making a row's candidates."""
     kernels = [f for f in _functions(cuda_text) if f.is_kernel]
     if len(kernels) != 1:
         raise StructureError(f"the recorded text defines {len(kernels)} __global__ functions, expected 1")

@@ -4,6 +4,8 @@
   (run.py): adds the ``negatives`` configuration to a dataset folder
 - kinds.py: the kinds (``KINDS``: kind -> stage) and the edits that make candidates
 - prove.py: the proof of each candidate at its stage (structure rule, NVRTC, CPU witness)
+- batch.py: one batch of rows in a worker (candidates proven in rounds, negative rows, counts)
+- pool.py: the worker processes (pipeline.pool.PipePool): batches in order, a crashing witness isolated to its row
 """
 
 from .kinds import KIND_DOCS, KINDS, Candidate, candidates

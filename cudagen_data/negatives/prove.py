@@ -207,8 +207,9 @@ class Witness:
       found; only they are discarded (``unknown``).
     """
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, on_judging: Callable[[int | None], None] | None = None):
         self.seed = seed
+        self.on_judging = on_judging  # told which row's candidates are being judged (None: none)
         self._stack = contextlib.ExitStack()
         self._plans: dict[int, ReferencePlan | str] = {}  # str: why the row has no reference
         self._kernels: dict[int, _RowKernels | str] = {}  # str: why the row's kernel cannot run
@@ -243,10 +244,14 @@ class Witness:
         built: dict[tuple[int, int], Copy] = {}
         with spans.span("negatives.witness.build"):
             self._build(work, fresh, graded, copies, built)
+        judging = None
         for r, c in picks:
             w, cand = work[r], work[r].candidates[c]
             if w.outcomes[c] is not None:  # its copy could not be made or built
                 continue
+            if r != judging and self.on_judging is not None:
+                self.on_judging(r)  # runs of its kernels and copies follow: a wild write kills the process here
+            judging = r
             why = self._plans[r] if r not in planned else self._kernels[r]
             if isinstance(why, str):
                 w.outcomes[c] = Outcome(cand, False, why, "unknown")
@@ -254,6 +259,8 @@ class Witness:
             kernel, cpu_edit = built[(r, c)] if cand.witness != "widened" else (why.k32, None)
             with spans.span("negatives.witness.judge"):
                 w.outcomes[c] = _judge(w, cand, kernel, lambda phase, r=r: self.reference(r, phase), cpu_edit)
+        if judging is not None and self.on_judging is not None:
+            self.on_judging(None)
 
     def _ungraded(self, r: int) -> bool:
         k = self._kernels[r]

@@ -9,27 +9,23 @@ Order and determinism: the positive rows are read in manifest order (the synthet
 ranked by how often each was chosen so far (fewest first: kinds stay balanced where rows
 allow them), and the first ``per_row`` candidates that are proven wrong are shipped (a
 discarded one is replaced by the next in the ranking; a row still short after ROUNDS
-witness rounds takes its next structure and compile candidates: :func:`prove_rows`).
+witness rounds takes its next structure and compile candidates: batch.prove_rows).
 The ranking depends only on the rows and the options, never on what was proven, and
 each row is proven on its own (whatever batch or worker it is in), so the same folder,
 options and seed give the same negatives byte for byte however many workers run, how
 the rows are batched, and however often a run is interrupted.  Rows are committed batch
 by batch (dataset/store.py: spools, shards and a run state of their own under
-``.cudagen/negatives/``); a killed run resumes where it was.
+``.cudagen/negatives/``); a killed run resumes where it was.  Batches are proven in
+worker processes (pool.py), each batch by batch.run_batch.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import multiprocessing
+import itertools
 import os
 import shutil
-import signal
-import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,10 +33,9 @@ import orjson
 import pyarrow.parquet as pq
 import xxhash
 
-from .. import __version__, spans, warp_boundary
-from ..canonical import text_hash
+from .. import __version__
 from ..contracts.manifest import DEFAULT_CONFIG, SPLITS, FileEntry, Manifest, ManifestError
-from ..contracts.negative import NEGATIVE_SCHEMA, NEGATIVES_CONFIG, NegativeRow
+from ..contracts.negative import NEGATIVE_SCHEMA, NEGATIVES_CONFIG
 from ..contracts.row import Row, row_from_dict
 from ..dataset import shards, store
 from ..dataset.files import DatasetError
@@ -48,8 +43,9 @@ from ..dataset.lock import writer_lock
 from ..pipeline.config import versions
 from ..publish.card import split_num_bytes
 from ..publish.card_negatives import with_negatives
+from .batch import BatchJob, Positive, add_spans, add_tally, new_tally
 from .kinds import KIND_DOCS, KINDS, RUN, Candidate, candidates
-from .prove import RowWork, Witness, prove_candidates, unified_diff
+from .pool import results
 
 DEFAULT_PER_ROW = 3
 # Positive rows per worker job at most (one CPU witness module and one NVRTC call per
@@ -58,9 +54,6 @@ DEFAULT_PER_ROW = 3
 # one, and shards are cut by row count.
 BATCH_ROWS = 20
 MIN_BATCH_ROWS = 5
-BATCH_TIMEOUT = 1800.0  # seconds a job of several rows may take in a worker before it is redone row by row
-ROW_TIMEOUT = 600.0  # seconds one row's proofs may take (then: its structure and compile kinds only)
-ROUNDS = 3  # witness rounds per batch: a discarded candidate is replaced by the row's next one
 STATE_FILE = f".cudagen/{NEGATIVES_CONFIG}/state.json"
 STATE_FORMAT = 1
 POSITIVE_CONFIGS = (DEFAULT_CONFIG, "real")
@@ -94,13 +87,6 @@ class NegativesState:
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.__dict__, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
-
-
-@dataclass
-class Positive:
-    config: str
-    split: str
-    row: Row
 
 
 @dataclass
@@ -148,7 +134,14 @@ def _foreign(positives: list[Positive], i: int) -> list[Row]:
 
 
 def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> list[list[tuple[str, str]]]:
-    """Per row, the (kind, variant) of its candidates in the order they are tried: kinds
+    """:func:`ranked` as a list."""
+    return list(ranked(positives, kinds, per_row))
+
+
+def ranked(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> Iterator[list[tuple[str, str]]]:
+    """Per row, lazily (a row's ranking depends only on the rows before it, so batches are
+    ranked while the workers prove earlier ones; making every row's candidates takes
+    seconds per hundred rows), the (kind, variant) of its candidates in the order they are tried: kinds
     chosen least often so far first (ties: KINDS order rotated by the row's position),
     one candidate per kind; a kind's variant is its least used one.  The kinds' other
     variants follow, in the same order: a row that allows fewer kinds than ``per_row``
@@ -156,7 +149,6 @@ def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> lis
     chosen_kinds: Counter = Counter()
     chosen_variants: Counter = Counter()
     order = list(KINDS)
-    out = []
     for i, pos in enumerate(positives):
         by_kind: dict[str, list[Candidate]] = {}
         for cand in candidates(pos.row, _foreign(positives, i)):
@@ -174,179 +166,10 @@ def rank(positives: list[Positive], kinds: tuple[str, ...], per_row: int) -> lis
         for kind, variant in picks[:per_row]:
             chosen_kinds[kind] += 1
             chosen_variants[(kind, variant)] += 1
-        out.append(picks)
-    return out
-
-
-# --------------------------------------------------------------------------- one batch (in a worker)
-
-
-@dataclass
-class BatchJob:
-    index: int
-    positives: list[Positive]
-    foreign: list[list[Row]]
-    ranking: list[list[tuple[str, str]]]
-    per_row: int
-    preambles: dict[str, str]
-    seed: int
-
-
-@dataclass
-class BatchResult:
-    index: int
-    rows: dict[str, list[dict]]  # split -> negative rows
-    tally: dict
-    seconds: float
-    # where the worker's time went (spans.py: wall and CPU seconds by span name; benchmarks only)
-    spans: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-def run_batch(job: BatchJob) -> BatchResult:
-    """Prove candidates for a batch of positive rows, ``per_row`` at most each (:func:`prove_rows`)."""
-    t0 = time.perf_counter()
-    spans.take()  # what ran before this batch in the process is not its time
-    work = []
-    with spans.span("negatives.candidates"):
-        for pos, foreign, ranked in zip(job.positives, job.foreign, job.ranking, strict=True):
-            made = {(c.kind, c.variant): c for c in candidates(pos.row, foreign)}
-            work.append(RowWork(pos.row, [made[k] for k in ranked]))
-    _injected_crash(job)
-    prove_rows(work, job.per_row, job.preambles, job.seed)
-    rows: dict[str, list[dict]] = {}
-    tally = new_tally()
-    for pos, w in zip(job.positives, work, strict=True):
-        tally["positives"] += 1
-        for outcome in w.outcomes:
-            if outcome is None:
-                continue
-            cand = outcome.candidate
-            per_kind = tally["candidates_by_kind"].setdefault(cand.kind, {"tried": 0, "proven": 0, "discarded": {}})
-            per_kind["tried"] += 1
-            if not outcome.proven:
-                per_kind["discarded"][outcome.reason] = per_kind["discarded"].get(outcome.reason, 0) + 1
-                continue
-            per_kind["proven"] += 1
-            row = negative_row(pos, cand, outcome.evidence)
-            rows.setdefault(pos.split, []).append(row.to_dict())
-            variant = f"{cand.kind}/{cand.variant}" if cand.variant else cand.kind
-            keys = (("by_kind", cand.kind), ("by_stage", cand.stage), ("by_category", row.category),
-                    ("by_split", pos.split), ("by_config", pos.config), ("by_variant", variant))  # fmt: skip
-            for key, value in keys:
-                tally[key][value] = tally[key].get(value, 0) + 1
-    wall, cpu, counts = spans.take()
-    timing = {name: {"wall": wall[name], "cpu": cpu[name], "count": counts[name]} for name in wall}
-    return BatchResult(job.index, rows, tally, time.perf_counter() - t0, timing)
-
-
-def add_spans(total: dict[str, dict[str, float]], part: dict[str, dict[str, float]]) -> None:
-    for name, t in part.items():
-        into = total.setdefault(name, {"wall": 0.0, "cpu": 0.0, "count": 0})
-        for key, value in t.items():
-            into[key] += value
-
-
-def prove_rows(work: list[RowWork], per_row: int, preambles: dict[str, str], seed: int, rounds: int = ROUNDS) -> None:
-    """Decide candidates of each row, in its order, until it has ``per_row`` proven.
-
-    Up to ``rounds`` rounds take each row's next candidates, as many as it still lacks
-    (one CPU witness for all of them, kept across the rounds).  A row still short after
-    them (its run-stage candidates discarded, or too few of them) then takes its next
-    structure and compile candidates, which need no witness and are nearly always
-    proven, until it has ``per_row`` or none are left."""
-    tried = [0] * len(work)
-    with warp_boundary.quiet_stderr(), Witness(seed) as witness:
-        for _ in range(rounds):
-            picks = []
-            for r, w in enumerate(work):
-                take = list(range(tried[r], min(len(w.candidates), tried[r] + max(0, per_row - w.proven()))))
-                tried[r] += len(take)
-                picks += [(r, c) for c in take]
-            if not picks:
-                break
-            prove_candidates(work, preambles, seed, picks, witness)
-        while picks := _fill_picks(work, per_row):
-            prove_candidates(work, preambles, seed, picks, witness)
-
-
-CRASH_ENV = "CUDAGEN_TEST_NEGATIVES_CRASH_ROWS"
-
-
-def _injected_crash(job: BatchJob) -> None:
-    """Fault injection for tests: a worker process (never the parent) that would witness a
-    row whose id is in $CUDAGEN_TEST_NEGATIVES_CRASH_ROWS (comma-separated) dies the way a
-    witness that corrupts native memory kills it."""
-    ids = {s.strip() for s in os.environ.get(CRASH_ENV, "").split(",") if s.strip()}
-    if not ids or multiprocessing.parent_process() is None:
-        return
-    for pos, ranked in zip(job.positives, job.ranking, strict=True):
-        if str(pos.row.id) in ids and any(KINDS[kind] == RUN for kind, _ in ranked):
-            os.kill(os.getpid(), signal.SIGSEGV)
-
-
-def _fill_picks(work: list[RowWork], per_row: int) -> list[tuple[int, int]]:
-    """For each row short of ``per_row`` proven: its next untried structure and compile
-    candidates (ranking order), as many as it lacks."""
-    picks = []
-    for r, w in enumerate(work):
-        need = per_row - w.proven()
-        if need > 0:
-            rest = [c for c, cand in enumerate(w.candidates) if w.outcomes[c] is None and cand.stage != RUN]
-            picks += [(r, c) for c in rest[:need]]
-    return picks
-
-
-def negative_row(pos: Positive, cand: Candidate, evidence: str) -> NegativeRow:
-    row = pos.row
-    backward = row.cuda_backward or ""
-    diff = unified_diff(row.cuda_forward, cand.forward, "forward.cu")
-    if cand.backward != backward:
-        diff += unified_diff(backward, cand.backward, "backward.cu")
-    ident = text_hash("\0".join((pos.config, str(row.id), cand.kind, cand.variant, cand.forward, cand.backward)))
-    return NegativeRow(
-        id=ident,
-        positive_id=str(row.id),
-        positive_config=pos.config,
-        kernel_name=row.kernel_name,
-        category=row.category,
-        kind=cand.kind,
-        variant=cand.variant,
-        stage=cand.stage,
-        evidence=evidence,
-        cuda_forward=cand.forward,
-        cuda_backward=cand.backward,
-        diff=diff,
-        python_source=row.python_source,
-        device_functions=row.device_functions or "",
-        preamble_hash=row.preamble_hash,
-        generator_version=__version__,
-    )
+        yield picks
 
 
 # --------------------------------------------------------------------------- counting
-
-
-_COUNTS = ("by_kind", "by_stage", "by_category", "by_split", "by_config", "by_variant")
-
-
-def new_tally() -> dict:
-    return {"positives": 0, "rows_witness_crashed": 0, "candidates_by_kind": {}, **{k: {} for k in _COUNTS},
-            "seconds": 0.0}  # fmt: skip
-
-
-def add_tally(total: dict, part: dict) -> None:
-    total["positives"] += part["positives"]
-    total["rows_witness_crashed"] = total.get("rows_witness_crashed", 0) + part.get("rows_witness_crashed", 0)
-    total["seconds"] += part["seconds"]
-    for key in _COUNTS:
-        for k, v in part[key].items():
-            total[key][k] = total[key].get(k, 0) + v
-    for kind, c in part["candidates_by_kind"].items():
-        t = total["candidates_by_kind"].setdefault(kind, {"tried": 0, "proven": 0, "discarded": {}})
-        t["tried"] += c["tried"]
-        t["proven"] += c["proven"]
-        for reason, n in c["discarded"].items():
-            t["discarded"][reason] = t["discarded"].get(reason, 0) + n
 
 
 def stats_json(tally: dict) -> dict:
@@ -485,158 +308,35 @@ def _make_negatives(root, chosen, per_row, seed, workers, batch_rows, progress) 
         state.batch_rows = (batch_rows or batch_size(len(positives), workers)) if fresh else BATCH_ROWS
     batch_rows = state.batch_rows
     notes += folder.start(state)
-    ranking = rank(positives, chosen, per_row)
-    jobs = [
-        BatchJob(
-            b,
-            positives[i : i + batch_rows],
-            [_foreign(positives, j) for j in range(i, min(i + batch_rows, len(positives)))],
-            ranking[i : i + batch_rows],
-            per_row,
-            manifest.preambles,
-            seed,
-        )  # fmt: skip
-        for b, i in enumerate(range(0, len(positives), batch_rows))
-    ]
+    allowed: Counter = Counter()  # positive rows allowing each kind (counted as the rows are ranked)
+    jobs = _jobs(positives, ranked(positives, chosen, per_row), batch_rows, per_row, manifest.preambles, seed, allowed)
     if progress is not None:
-        progress(sum(len(j.positives) for j in jobs[: state.next_batch]))
+        progress(min(state.next_batch * batch_rows, len(positives)))
     timing: dict[str, dict[str, float]] = {}
-    for result in _results(jobs[state.next_batch :], workers):
+    for result in results(itertools.islice(jobs, state.next_batch, None), workers):
         add_spans(timing, {**result.spans, "batch": {"wall": result.seconds, "cpu": 0.0, "count": 1}})
         add_tally(state.tally, {**result.tally, "seconds": result.seconds})
         state.next_batch = result.index + 1
         folder.commit(state, result.rows, [])
         if progress is not None:
-            progress(len(jobs[result.index].positives))
-    allowed = Counter(kind for picks in ranking for kind in {k for k, _ in picks})
+            progress(result.tally["positives"])
+    for _ in jobs:  # every row ranked (a run resumed with nothing left to prove ranks them here)
+        pass
     stats = _finish(root, folder, state, manifest, per_row, chosen, seed, allowed)
     return NegativesResult(stats, notes=notes, spans=timing)
 
 
-@dataclass
-class _Piece:
-    """Rows ``lo:hi`` of a batch job: what one worker runs at a time."""
-
-    job: BatchJob
-    lo: int
-    hi: int
-
-    def rows(self) -> int:
-        return self.hi - self.lo
-
-    def sub_job(self) -> BatchJob:
-        j, lo, hi = self.job, self.lo, self.hi
-        return dataclasses.replace(j, positives=j.positives[lo:hi], foreign=j.foreign[lo:hi], ranking=j.ranking[lo:hi])
-
-    def halves(self) -> list[_Piece]:
-        mid = (self.lo + self.hi) // 2
-        return [_Piece(self.job, self.lo, mid), _Piece(self.job, mid, self.hi)]
-
-    def single_rows(self) -> list[_Piece]:
-        return [_Piece(self.job, k, k + 1) for k in range(self.lo, self.hi)]
-
-
-def _results(jobs: list[BatchJob], workers: int) -> Iterator[BatchResult]:
-    """Each job's result, in job order (``workers`` processes; 0: in this process).
-
-    Each worker is a pool of one process, so a worker that dies (a witness that corrupts
-    its process's heap despite the guards) or hangs (past BATCH_TIMEOUT, ROW_TIMEOUT for
-    one row) names the piece of work it was running; that worker is replaced and the
-    piece is done again in parts: halved after a crash (down to the row that crashes),
-    row by row after a hang.  A row whose witness still kills its process or hangs gets
-    its structure and compile candidates only (:func:`_without_witness`).  Rows are
-    proven one by one, so a job's result is the same however it was split; only a row
-    that crashes or hangs changes what is written (a time limit depends on the
-    machine's load: it is generous)."""
-    if workers == 0:
-        for job in jobs:
-            yield run_batch(job)
-        return
-    context = multiprocessing.get_context("spawn")
-    pools: list[ProcessPoolExecutor | None] = [None] * workers
-    queue: deque[_Piece] = deque(_Piece(job, 0, len(job.positives)) for job in jobs)
-    running: dict[int, tuple[_Piece, Future, float]] = {}  # worker -> its piece, future, deadline
-    done: dict[int, list[tuple[int, BatchResult]]] = {}  # job position -> (first row, result) of its pieces
-    position = {job.index: k for k, job in enumerate(jobs)}
-    yielded = 0
-    try:
-        while yielded < len(jobs):
-            for slot in range(workers):
-                if slot not in running and queue:
-                    piece = queue.popleft()
-                    if pools[slot] is None:
-                        pools[slot] = ProcessPoolExecutor(1, mp_context=context)
-                    limit = BATCH_TIMEOUT if piece.rows() > 1 else ROW_TIMEOUT
-                    running[slot] = (piece, pools[slot].submit(run_batch, piece.sub_job()), time.monotonic() + limit)
-            if not running:  # nothing left to run (every piece done): cannot happen before the last yield
-                raise RuntimeError("negatives: jobs left without work queued")
-            deadline = min(d for _, _, d in running.values())
-            finished, _ = wait([f for _, f, _ in running.values()], max(0.0, deadline - time.monotonic()),
-                               FIRST_COMPLETED)  # fmt: skip
-            for slot, (piece, future, until) in list(running.items()):
-                if future in finished:
-                    try:
-                        result, parts = future.result(), []
-                    except BrokenProcessPool:
-                        result, parts = None, piece.halves() if piece.rows() > 1 else []
-                elif time.monotonic() >= until:
-                    result, parts = None, piece.single_rows() if piece.rows() > 1 else []
-                else:
-                    continue
-                del running[slot]
-                if result is None:  # the worker died or hangs: replace it, redo the piece in parts
-                    _kill(pools[slot])
-                    pools[slot].shutdown(wait=True, cancel_futures=True)
-                    pools[slot] = None
-                    if not parts:
-                        result = _without_witness(piece.sub_job())
-                    queue.extendleft(reversed(parts))
-                if result is not None:
-                    done.setdefault(position[piece.job.index], []).append((piece.lo, result))
-            while yielded < len(jobs) and _rows_done(done.get(yielded, [])) == len(jobs[yielded].positives):
-                yield _merged(jobs[yielded].index, [r for _, r in sorted(done.pop(yielded), key=lambda p: p[0])])
-                yielded += 1
-    finally:
-        for slot, pool in enumerate(pools):
-            if pool is not None:
-                if slot in running:  # stopped early (an error, or the caller stopped reading)
-                    _kill(pool)
-                pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _rows_done(parts: list[tuple[int, BatchResult]]) -> int:
-    return sum(r.tally["positives"] for _, r in parts)
-
-
-def _merged(index: int, parts: list[BatchResult]) -> BatchResult:
-    """The result of a job done in parts (in row order), as if done at once (timing aside)."""
-    if len(parts) == 1:
-        return dataclasses.replace(parts[0], index=index)
-    rows: dict[str, list[dict]] = {}
-    tally = new_tally()
-    timing: dict[str, dict[str, float]] = {}
-    for part in parts:
-        for split, part_rows in part.rows.items():
-            rows.setdefault(split, []).extend(part_rows)
-        add_tally(tally, {**part.tally, "seconds": 0.0})
-        add_spans(timing, part.spans)
-    return BatchResult(index, rows, tally, sum(p.seconds for p in parts), timing)
-
-
-def _kill(pool: ProcessPoolExecutor) -> None:
-    """Kill a pool's worker processes (a hung witness never returns; shutdown would wait)."""
-    for process in list((pool._processes or {}).values()):  # the executor's own handles: no public API
-        process.kill()
-
-
-def _without_witness(job: BatchJob) -> BatchResult:
-    """``job`` (one row whose run-stage witness kills its process or hangs) with its
-    structure and compile candidates only, in this process; counted in ``rows_witness_crashed``."""
-    job = dataclasses.replace(job, ranking=[[(kind, v) for kind, v in picks if KINDS[kind] != RUN]
-                                            for picks in job.ranking])  # fmt: skip
-    result = run_batch(job)
-    result.tally["rows_witness_crashed"] = len(job.positives)
-    return result
+def _jobs(positives: list[Positive], ranks: Iterator[list[tuple[str, str]]], batch_rows: int, per_row: int,
+          preambles: dict[str, str], seed: int, allowed: Counter) -> Iterator[BatchJob]:  # fmt: skip
+    """The run's batches, in order, each made when it is asked for (its rows ranked then);
+    ``allowed`` counts the kinds each ranked row allows."""
+    for b, i in enumerate(range(0, len(positives), batch_rows)):
+        rows = range(i, min(i + batch_rows, len(positives)))
+        ranking = [next(ranks) for _ in rows]
+        for picks in ranking:
+            allowed.update({kind for kind, _ in picks})
+        yield BatchJob(b, positives[i : rows.stop], [_foreign(positives, j) for j in rows], ranking, per_row, preambles,
+                       seed)  # fmt: skip
 
 
 def _load_state(folder: store.DatasetFolder) -> NegativesState | None:

@@ -11,8 +11,8 @@ An executor also says what a dead worker costs (``crash_loses_pool``: a process 
 loses every future, a Ray cluster only the dead task's) and how to run a group of slots
 on its own while bisecting a crash (``run_alone``).
 
-``PipePool`` is the pool of the GPU suite, eval and mining, whose workers keep state
-(a CUDA context, a CPU reference, an imported file) and stream results as they go; the
+``PipePool`` is the pool of the GPU suite, eval, mining and negatives, whose workers keep state
+(a CUDA context, a CPU reference, an imported file, clang's precompiled header) and stream results as they go; the
 policies they differ in (time limits, what a crash costs, recycling) are parameters of the
 pool and of each ``PipeTask``.  Produce's executors need none of that: a batch is pure.
 """
@@ -143,9 +143,9 @@ def run_isolated(
 
 # ------------------------------------------------------------------ pipe workers
 #
-# The GPU suite, eval and mining keep state in their worker processes (a CUDA context, a
-# CPU reference, an imported file) and stream results back, so they run on PipePool rather
-# than an executor.  One loop serves all three; the policies they differ in are parameters
+# The GPU suite, eval, mining and negatives keep state in their worker processes (a CUDA
+# context, a CPU reference, an imported file, a warm CPU compiler) and stream results back, so
+# they run on PipePool rather than an executor.  One loop serves all four; the policies they differ in are parameters
 # of the pool (size, how long a worker may take to start, when it is recycled) and of each
 # task (PipeTask: what a message means, the time limit, what a lost worker costs).
 
@@ -308,11 +308,21 @@ class PipePool:
         while len(self.workers) < min(self.size, self.size if n is None else n):
             self.workers.append(PipeWorker(self.ctx, self.target, *self.args))
 
-    def run(self, tasks: Iterable[PipeTask], pick: Callable | None = None) -> Iterator[PipeTask]:
+    def run(self, tasks: Iterable[PipeTask], pick: Callable | None = None, ahead: int | None = None
+            ) -> Iterator[PipeTask]:  # fmt: skip
         """Run ``tasks`` and those their lost workers give back; yields each task as it ends
         (done, or lost).  ``pick(worker, queue)``: the task an idle worker takes (default:
-        the first)."""
-        queue: deque[PipeTask] = deque(tasks)
+        the first).  ``ahead``: take ``tasks`` lazily, keeping that many queued (negatives:
+        a task is made, its rows ranked, while the workers run the ones before it); None:
+        all at once."""
+        source = iter(tasks)
+        queue: deque[PipeTask] = deque(source if ahead is None else ())
+
+        def top_up() -> None:
+            while ahead is not None and len(queue) < ahead and (task := next(source, None)) is not None:
+                queue.append(task)
+
+        top_up()
         while queue or any(w.task is not None for w in self.workers):
             for w in [w for w in self.workers if w.task is None and w.ready and not w.proc.is_alive()]:
                 self._end(w)  # died idle (between tasks): no task to blame
@@ -325,6 +335,7 @@ class PipePool:
                     task.given_at = w.heard = time.monotonic()
                     w.task = task
                     w.send(task.job())
+            top_up()  # while the workers run what they were just given
             watched = [w for w in self.workers if w.task is not None or not w.ready]
             ready = wait([w.conn for w in watched] + [w.proc.sentinel for w in watched], timeout=self._timeout(watched))
             now = time.monotonic()
