@@ -4,7 +4,8 @@
 
 Both are measured in this run, on this machine, with the same workers: first ``cudagen
 produce --count N`` (every category, full validation) into a temporary folder, then
-``cudagen negatives`` on it.  Target (issue #24): negatives / produce < 1.  Also prints
+``cudagen negatives`` on it.  Target (issue #24): negatives / produce < 1, in wall seconds
+and in CPU seconds (the same ratio where other work shares the machine).  Also prints
 the targets of the negatives themselves: negatives per positive, distinct kinds,
 categories represented, the share of run-stage candidates the CPU witness proved, the
 kinds' balance (stats.json -> negatives -> balance), and where the negatives' worker
@@ -15,6 +16,8 @@ nested spans are also inside their parents).
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import sys
 import tempfile
 import time
@@ -38,17 +41,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-negatives-") as tmp:
         folder = args.keep or Path(tmp) / "ds"
         config = ProduceConfig(count=args.rows, categories=tuple(categories()), seed=args.seed)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         produce(config, folder, workers=args.workers, overwrite=True, progress=False)
-        produce_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        produce_s, produce_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        t0, c0 = time.perf_counter(), cpu_seconds()
         result = make_negatives(folder, per_row=args.per_row, seed=args.seed, workers=args.workers)
-        negatives_s = time.perf_counter() - t0
+        negatives_s, negatives_cpu = time.perf_counter() - t0, cpu_seconds() - c0
     stats = result.stats
     cats = len(stats["by_category"])
     print(f"rows: {stats['positives']} produced in {produce_s:.1f} s ({args.workers} workers)")
     print(f"negatives: {stats['negatives']} in {negatives_s:.1f} s ({stats['per_positive']:.2f} per row)")
     print(f"ratio negatives / produce: {negatives_s / produce_s:.2f} (target < 1)")
+    print(f"CPU seconds (this process and its worker processes, what a loaded machine leaves comparable): "
+          f"produce {produce_cpu:.1f}, negatives {negatives_cpu:.1f}, ratio {negatives_cpu / produce_cpu:.2f}; "
+          f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     print(f"kinds: {len(stats['by_kind'])} distinct: {stats['by_kind']}")
     print(f"by stage: {stats['by_stage']}")
     print(f"categories represented: {cats} of {len(categories())}")
@@ -61,6 +67,13 @@ def main() -> int:
     print(f"rows whose witness crashed its process: {stats['rows_witness_crashed']}")
     print_spans(result.spans, negatives_s, args.workers)
     return 0
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of every worker process it has joined (both halves
+    join their workers before they return, so each half's difference counts its own)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def print_spans(timing: dict[str, dict[str, float]], elapsed: float, workers: int) -> None:
