@@ -34,9 +34,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-CONFIG = ProduceConfig(count=160, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
+CONFIG = ProduceConfig(count=100, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
 ARGS = [
-    "produce", "--count", "160", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
+    "produce", "--count", "100", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
     "--shard-rows", "25", "--no-progress",
 ]  # fmt: skip
 RESUME_LINE = "everything committed so far is kept; run the same command again to resume"
@@ -62,6 +62,36 @@ def cli(*args, **kw):
 
 def start(out: Path, *extra: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *ARGS, "--output", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
+
+
+# The run holds still after its N-th commit until the test says go (a file appears), or for two
+# minutes: the test then acts on a run that is certainly still going (with a short run and a
+# busy machine, the run once ended before the test, polling, saw its second commit).
+PAUSED = """
+import os, sys, time
+from cudagen_data.dataset.store import DatasetFolder
+after, go = int(sys.argv[1]), sys.argv[2]
+commit, commits = DatasetFolder.commit, 0
+
+def held_commit(self, *args, **kwargs):
+    global commits
+    commit(self, *args, **kwargs)
+    commits += 1
+    t0 = time.time()
+    while commits == after and not os.path.exists(go) and time.time() - t0 < 120:
+        time.sleep(0.05)  # a signal (SIGINT, SIGTERM) raises here, as anywhere in the run
+
+DatasetFolder.commit = held_commit
+from cudagen_data.cli import app
+sys.argv = ["cudagen", *sys.argv[3:]]
+app()
+"""
+
+
+def start_paused(out: Path, after: int, go: Path, *extra: str, **kw) -> subprocess.Popen:
+    """:func:`start`, holding still after its ``after``-th commit until file ``go`` exists."""
+    return subprocess.Popen([sys.executable, "-c", PAUSED, str(after), str(go), *ARGS, "--output", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
 
 
@@ -107,7 +137,7 @@ def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
 )
 def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig, to_group, code, word):
     out = tmp_path / "ds"
-    proc = start(out, "--workers", "2", start_new_session=True)
+    proc = start_paused(out, 2, tmp_path / "never", "--workers", "2", start_new_session=True)
     wait_for_commits(out, proc)
     family = descendants(proc.pid)
     assert family, "the run should have worker processes"
@@ -125,11 +155,12 @@ def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig,
 
 def test_a_worker_killed_with_9_changes_nothing(tmp_path, reference):
     out = tmp_path / "ds"
-    proc = start(out, "--workers", "2", start_new_session=True)
+    proc = start_paused(out, 1, tmp_path / "go", "--workers", "2", start_new_session=True)
     wait_for_commits(out, proc, batches=1)
     workers = [p for p in descendants(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
     assert workers
     os.kill(workers[0], signal.SIGKILL)
+    (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     res = cli("validate", str(out), "--no-progress", "-w", "0")
