@@ -66,32 +66,40 @@ def start(out: Path, *extra: str, **kw) -> subprocess.Popen:
 
 
 # The run holds still after its N-th commit until the test says go (a file appears), or for two
-# minutes: the test then kills a worker of a run that is certainly still going (on a busy
-# machine, the test, polling, may see a commit late).
+# minutes: the test then looks at, or kills, the workers of a run that is certainly still going
+# (on a busy machine, the test, polling, may see a commit late: a run of 160 rows once ended
+# before the test had seen its second commit).  With a signal named, the run is sent that
+# signal (to its process group or to itself) right after its M-th commit: the moment the tests
+# below signalled it at, without the race.
 PAUSED = """
-import os, sys, time
+import os, signal, sys, time
 from cudagen_data.dataset.store import DatasetFolder
-after, go = int(sys.argv[1]), sys.argv[2]
+after, go, signal_at, name, to_group = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 commit, commits = DatasetFolder.commit, 0
 
 def held_commit(self, *args, **kwargs):
     global commits
     commit(self, *args, **kwargs)
     commits += 1
+    if commits == signal_at:
+        os.killpg(0, signal.Signals[name]) if to_group == "1" else os.kill(os.getpid(), signal.Signals[name])
     t0 = time.time()
     while commits == after and not os.path.exists(go) and time.time() - t0 < 120:
-        time.sleep(0.05)  # a signal (SIGINT, SIGTERM) raises here, as anywhere in the run
+        time.sleep(0.05)
 
 DatasetFolder.commit = held_commit
 from cudagen_data.cli import app
-sys.argv = ["cudagen", *sys.argv[3:]]
+sys.argv = ["cudagen", *sys.argv[6:]]
 app()
 """
 
 
-def start_paused(out: Path, after: int, go: Path, *extra: str, **kw) -> subprocess.Popen:
-    """:func:`start`, holding still after its ``after``-th commit until file ``go`` exists."""
-    return subprocess.Popen([sys.executable, "-c", PAUSED, str(after), str(go), *ARGS, "--output", str(out), *extra],
+def start_paused(out: Path, after: int, go: Path, *extra: str, signal_at: int = 0, sig=signal.SIGINT,
+                 to_group: bool = False, **kw) -> subprocess.Popen:  # fmt: skip
+    """:func:`start`, holding still after its ``after``-th commit until file ``go`` exists
+    (and, with ``signal_at``, sent ``sig`` right after that commit)."""
+    wrapper = [PAUSED, str(after), str(go), str(signal_at), sig.name, "1" if to_group else "0"]
+    return subprocess.Popen([sys.executable, "-c", *wrapper, *ARGS, "--output", str(out), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
 
 
@@ -137,11 +145,14 @@ def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
 )
 def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig, to_group, code, word):
     out = tmp_path / "ds"
-    proc = start(out, "--workers", "2", start_new_session=True)
-    wait_for_commits(out, proc)
+    # held after its first commit while the test notes its workers, then signalled after its second
+    # (to the group, as the terminal's Ctrl-C does, or to the driver alone, as `kill PID` does)
+    proc = start_paused(out, 1, tmp_path / "go", "--workers", "2", signal_at=2, sig=sig, to_group=to_group,
+                        start_new_session=True)  # fmt: skip
+    wait_for_commits(out, proc, batches=1)
     family = descendants(proc.pid)
     assert family, "the run should have worker processes"
-    os.killpg(proc.pid, sig) if to_group else proc.send_signal(sig)
+    (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert "Traceback" not in err
