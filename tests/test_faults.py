@@ -100,7 +100,15 @@ def start_paused(out: Path, after: int, go: Path, *extra: str, signal_at: int = 
     (and, with ``signal_at``, sent ``sig`` right after that commit)."""
     wrapper = [PAUSED, str(after), str(go), str(signal_at), sig.name, "1" if to_group else "0"]
     return subprocess.Popen([sys.executable, "-c", *wrapper, *ARGS, "--output", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_ctrl_c_as_in_a_terminal, **kw)  # fmt: skip
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default in the command, as a shell gives it: a pytest-xdist worker ignores
+    SIGINT, and a child inherits that (Python then installs no KeyboardInterrupt handler), so
+    under xdist the run went on after Ctrl-C and exited 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def committed_batches(out: Path) -> int:
