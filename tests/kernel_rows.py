@@ -9,6 +9,8 @@ an integer output (argmax); atomics; a tile kernel; a float64 kernel; float16; a
 
 from __future__ import annotations
 
+import shared
+
 from cudagen_data.canonical import text_hash
 from cudagen_data.contracts.row import Row
 from cudagen_data.execution import SizedRun, execute_specs, size_note, test_vectors
@@ -341,7 +343,12 @@ def rows_of(specs: list[KernelSpec], sizes: bool = False) -> list[dict]:
 
 
 def row_objects_of(specs: list[KernelSpec], sizes: bool = False) -> list[Row]:
-    """:func:`rows_of` as :class:`Row` objects."""
+    """:func:`rows_of` as :class:`Row` objects.  Made once per test run for the same specs
+    (tests/shared.py: the same rows, each caller its own copy)."""
+    return shared.once(f"kernel_rows.row_objects_of {sizes} {list(specs)!r}", lambda: _row_objects_of(specs, sizes))
+
+
+def _row_objects_of(specs: list[KernelSpec], sizes: bool) -> list[Row]:
     config = ProduceConfig(count=len(specs), categories=tuple(dict.fromkeys(s.category for s in specs)))
     more = [[SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(spec)] for spec in specs]
     runs = execute_specs(specs, reference_checks={}, more=more if sizes else None)

@@ -65,6 +65,52 @@ def start(out: Path, *extra: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, **kw)  # fmt: skip
 
 
+# The run holds still after its N-th commit until the test says go (a file appears), or for two
+# minutes: the test then looks at, or kills, the workers of a run that is certainly still going
+# (on a busy machine, the test, polling, may see a commit late: a run of 160 rows once ended
+# before the test had seen its second commit).  With a signal named, the run is sent that
+# signal (to its process group or to itself) right after its M-th commit: the moment the tests
+# below signalled it at, without the race.
+PAUSED = """
+import os, signal, sys, time
+from cudagen_data.dataset.store import DatasetFolder
+after, go, signal_at, name, to_group = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+commit, commits = DatasetFolder.commit, 0
+
+def held_commit(self, *args, **kwargs):
+    global commits
+    commit(self, *args, **kwargs)
+    commits += 1
+    if commits == signal_at:
+        os.killpg(0, signal.Signals[name]) if to_group == "1" else os.kill(os.getpid(), signal.Signals[name])
+    t0 = time.time()
+    while commits == after and not os.path.exists(go) and time.time() - t0 < 120:
+        time.sleep(0.05)
+
+DatasetFolder.commit = held_commit
+from cudagen_data.cli import app
+sys.argv = ["cudagen", *sys.argv[6:]]
+app()
+"""
+
+
+def start_paused(out: Path, after: int, go: Path, *extra: str, signal_at: int = 0, sig=signal.SIGINT,
+                 to_group: bool = False, **kw) -> subprocess.Popen:  # fmt: skip
+    """:func:`start`, holding still after its ``after``-th commit until file ``go`` exists
+    (and, with ``signal_at``, sent ``sig`` right after that commit)."""
+    wrapper = [PAUSED, str(after), str(go), str(signal_at), sig.name, "1" if to_group else "0"]
+    return subprocess.Popen([sys.executable, "-c", *wrapper, *ARGS, "--output", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_ctrl_c_as_in_a_terminal, **kw)  # fmt: skip
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default in the command, as a shell gives it: a pytest-xdist worker ignores
+    SIGINT, and a child inherits that (Python then installs no KeyboardInterrupt handler), so
+    under xdist the run went on after Ctrl-C and exited 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def committed_batches(out: Path) -> int:
     try:
         return orjson.loads((out / ".cudagen" / "state.json").read_bytes())["next_batch"]
@@ -107,11 +153,14 @@ def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
 )
 def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig, to_group, code, word):
     out = tmp_path / "ds"
-    proc = start(out, "--workers", "2", start_new_session=True)
-    wait_for_commits(out, proc)
+    # held after its first commit while the test notes its workers, then signalled after its second
+    # (to the group, as the terminal's Ctrl-C does, or to the driver alone, as `kill PID` does)
+    proc = start_paused(out, 1, tmp_path / "go", "--workers", "2", signal_at=2, sig=sig, to_group=to_group,
+                        start_new_session=True)  # fmt: skip
+    wait_for_commits(out, proc, batches=1)
     family = descendants(proc.pid)
     assert family, "the run should have worker processes"
-    os.killpg(proc.pid, sig) if to_group else proc.send_signal(sig)
+    (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert "Traceback" not in err
@@ -125,11 +174,12 @@ def test_a_signal_stops_the_run_cleanly_and_it_resumes(tmp_path, reference, sig,
 
 def test_a_worker_killed_with_9_changes_nothing(tmp_path, reference):
     out = tmp_path / "ds"
-    proc = start(out, "--workers", "2", start_new_session=True)
+    proc = start_paused(out, 1, tmp_path / "go", "--workers", "2", start_new_session=True)
     wait_for_commits(out, proc, batches=1)
     workers = [p for p in descendants(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
     assert workers
     os.kill(workers[0], signal.SIGKILL)
+    (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     res = cli("validate", str(out), "--no-progress", "-w", "0")

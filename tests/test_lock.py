@@ -188,12 +188,15 @@ def test_two_producers_into_one_new_folder(tmp_path):
 
 def test_a_producer_killed_with_9_leaves_no_lock(tmp_path):
     out = tmp_path / "ds"
-    first = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *PRODUCE, "--output", str(out)],
+    # killed as soon as it holds the lock: fewer rows than PRODUCE's (the run that resumes makes them all)
+    produce = [*PRODUCE[:2], "60", *PRODUCE[3:]]
+    first = subprocess.Popen([sys.executable, "-m", "cudagen_data.cli", *produce, "--output", str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)  # fmt: skip
     _wait_for_lock(out, first)
+    assert first.poll() is None
     first.send_signal(signal.SIGKILL)
     first.wait()
-    res = cli(*PRODUCE, "--output", str(out))
+    res = cli(*produce, "--output", str(out))
     assert res.returncode == 0, res.stderr
     res = cli("validate", str(out), "--no-progress", "--workers", "0")
     assert res.returncode == 0, res.stdout + res.stderr

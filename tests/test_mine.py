@@ -496,3 +496,31 @@ def test_cli_compile_levels(tmp_path):
     )
     assert result.exit_code == 2 and result.output.strip().splitlines()[-1].startswith("error: --compile 'full'")
     assert "Traceback" not in result.output and not (tmp_path / "bad").exists()
+
+
+def test_in_process_mining_records_only_the_kernels_of_mined_files(tmp_path):
+    """Collecting a file in this process (as `cudagen validate -w 0` of mined rows does)
+    records the kernels its import makes, and only those: a kernel made afterwards (a re-run,
+    a gradient check) is freed as usual, with its module.  The hook once recorded every
+    kernel for the life of the process."""
+    import gc
+    import weakref
+
+    from cudagen_data import warp_boundary
+    from cudagen_data.mine.collect import collect
+
+    (tmp_path / "scaled_file.py").write_text(
+        "import warp as wp\n\n\n@wp.kernel\ndef scaled(a: wp.array(dtype=float)):\n    a[wp.tid()] = 2.0 * a[0]\n"
+    )
+    found = collect(discover.SourceFile(str(tmp_path / "scaled_file.py"), str(tmp_path), "scaled_file.py", ""))
+    assert [f.qualname for f in found.found] == ["scaled"] and found.import_error is None
+    with warp_boundary.loaded_source(
+        "import warp as wp\n\n@wp.kernel\ndef later(a: wp.array(dtype=float)):\n    a[wp.tid()] = 1.0\n"
+    ) as loaded:
+        (kernel,) = loaded.kernels()
+        later = weakref.ref(kernel)
+        del kernel
+    gc.collect()
+    assert later() is None, "a kernel made after in-process mining is kept alive"
+    again = collect(discover.SourceFile(str(tmp_path / "scaled_file.py"), str(tmp_path), "scaled_file.py", ""))
+    assert [f.qualname for f in again.found] == ["scaled"]  # the mined file's kernels are still found

@@ -2,7 +2,8 @@
 
 Kernels defined at module level, in class bodies, or made by factories that run at import
 are created by the import itself; a hook on Warp's ``Kernel`` constructor records each
-one (a module's registry keeps only the last kernel of a name).  Kernels defined inside
+one made while the file is imported (a module's registry keeps only the last kernel of a
+name).  Kernels defined inside
 functions (test methods, say) exist only when the function runs, and running tests is
 neither fast nor safe: such a ``def`` is *replayed* instead.  Its enclosing functions'
 preceding definitions (``@wp.func``, structs, constants, imports) are executed in a copy
@@ -93,6 +94,7 @@ def import_file(src: SourceFile) -> tuple[types.ModuleType | None, str | None]:
             if Path(getattr(module, "__file__", "") or "").resolve() != path.resolve():
                 return None, f"ImportError: {name} resolves to another installed module"
         else:
+            warp_mining.forget_kernels_of(str(path))  # those of its last run here, if any: stale
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
@@ -115,14 +117,16 @@ def collect(src: SourceFile) -> FileKernels:
     if not defs:
         return FileKernels(source, defs, [])
     warp_mining.reset_process_state()
-    module, error = import_file(src)
+    with warp_mining.importing_mined_file():
+        module, error = import_file(src)
     if module is None:
         return FileKernels(source, defs, [], import_error=error)
     real = str(Path(src.path).resolve())
     by_line = {d.line: d for d in defs}
     found: dict[int, FoundKernel] = {}
     # Registry first (kernels made before the hook, e.g. while Warp itself was imported),
-    # then every kernel created since.
+    # then every kernel created while a mined file was imported (this one, or one that
+    # imported it before).
     for k in warp_mining.known_kernels():
         code = getattr(k.func, "__code__", None)
         if code is None or k.generic_parent is not None or _resolved(code.co_filename) != real:

@@ -1,7 +1,8 @@
 """What mining needs from Warp's internals (``warp._src``), and nothing else.
 
-- a hook that records every ``wp.Kernel`` created (a module's registry keeps only the
-  last kernel of a name), and the kernels already in Warp's module registry;
+- a hook that records every ``wp.Kernel`` created while a mined file is imported (a
+  module's registry keeps only the last kernel of a name), and the kernels already in
+  Warp's module registry;
 - which array arguments a kernel reads and writes, as Warp's own code generation marks
   them;
 - one CPU module holding kernels of many files for one LLVM build;
@@ -11,18 +12,25 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 
 from . import runtime as warp_env
 
-_created: list = []
+_created: list = []  # kernels created inside importing_mined_file blocks (they live as long as the process)
+_recording = 0  # how many importing_mined_file blocks are open
 _hooked = False
 _name_counts: dict = {}
 _config: dict = {}
 
 
 def install_kernel_hook() -> None:
-    """Record every ``wp.Kernel`` created from now on in this process (idempotent)."""
+    """Hook Warp's ``Kernel`` constructor, so that the kernels created inside
+    :func:`importing_mined_file` blocks are recorded (idempotent).
+
+    Only those: a kernel recorded stays alive with its module for the whole process, and
+    ``cudagen validate -w 0`` of mined rows (or any process that mined in-process) goes on to
+    make kernels of its own (re-runs, gradient checks), which must be freed as usual."""
     global _hooked
     if _hooked:
         return
@@ -33,7 +41,8 @@ def install_kernel_hook() -> None:
 
     def recording_init(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        _created.append(self)
+        if _recording:
+            _created.append(self)
 
     Kernel.__init__ = recording_init
     _hooked = True
@@ -43,6 +52,31 @@ def install_kernel_hook() -> None:
     import warp as wp
 
     _config.update({k: v for k, v in vars(wp.config).items() if not k.startswith("_") and _plain(v)})
+
+
+@contextlib.contextmanager
+def importing_mined_file() -> Iterator[None]:
+    """Record every ``wp.Kernel`` created inside the block (a mined file's import, which may
+    import other mined files): :func:`known_kernels` lists them from then on."""
+    global _recording
+    install_kernel_hook()
+    _recording += 1
+    try:
+        yield
+    finally:
+        _recording -= 1
+
+
+def forget_kernels_of(path: str) -> None:
+    """Drop the recorded kernels defined in file ``path``: it is about to run again as a new
+    module (a loose script is executed at each collection), which makes its kernels anew."""
+    real = os.path.realpath(path)
+    _created[:] = [k for k in _created if _defined_in(k) != real]
+
+
+def _defined_in(kernel) -> str | None:
+    code = getattr(kernel.func, "__code__", None)
+    return None if code is None else os.path.realpath(code.co_filename)
 
 
 def _plain(value) -> bool:
@@ -70,7 +104,8 @@ def reset_process_state() -> None:
 
 
 def known_kernels() -> list:
-    """Kernels in Warp's module registry, then every kernel created since the hook."""
+    """Kernels in Warp's module registry, then every kernel recorded by
+    :func:`importing_mined_file`."""
     warp_env.warp()
     import warp._src.context as wp_context
 
