@@ -376,7 +376,8 @@ def _numbered_runs(ref: Reference) -> Iterator[tuple[int, InputSet, str, bool]]:
             turn += 1
 
 
-OwnRun = Callable[[KernelSpec, InputSet, str, bool], list[Measured]]  # (spec, set, fill, backward) -> own runs
+# (spec, set, fill, backward) -> the own kernel's OWN_RUNS runs, each set, fill and backward run once (own_runner)
+OwnRun = Callable[[KernelSpec, InputSet, str, bool], list[Measured]]
 
 
 def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=None,
@@ -393,8 +394,8 @@ def judge_runs(ref: Reference, kernel, device: str, backward: bool, spec_for=Non
         got = run_guarded(spec, kernel, device, s.inputs, s.output_grads, backward and with_backward, fill,
                           guard_elements, scrub=scrub)  # fmt: skip
         own_run = None
-        if own is not None:
-            own_run = _once(lambda spec=spec, s=s, fill=fill, b=backward and with_backward: own(spec, s, fill, b))
+        if own is not None:  # an OwnRun keeps its runs: several arrays of this set ask once
+            own_run = lambda spec=spec, s=s, fill=fill, b=backward and with_backward: own(spec, s, fill, b)  # noqa: E731
         failures = judge_set(ref, s, got, outputs_only=not with_backward, own=own_run, notes=notes)
         if failures:
             return (failures if fill == "nan" else [f"{f} (guard cells: {fill})" for f in failures]), ran
@@ -408,18 +409,6 @@ def judge_kernel(ref: Reference, kernel, device: str, backward: bool, spec_for=N
     run threads past the end on purpose; another Python source in tests).  ``scrub``:
     see :func:`run_guarded` (the eval workers poison shared memory before every launch)."""
     return judge_runs(ref, kernel, device, backward, spec_for, guard_elements, scrub=scrub)[0]
-
-
-def _once(fn: Callable[[], list[Measured]]) -> Callable[[], list[Measured]]:
-    """``fn``, called at most once (its result kept)."""
-    kept: list[list[Measured]] = []
-
-    def call() -> list[Measured]:
-        if not kept:
-            kept.append(fn())
-        return kept[0]
-
-    return call
 
 
 def own_runner(own_kernel: Callable[[], object], device: str, scrub=None) -> OwnRun:
