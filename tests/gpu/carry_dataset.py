@@ -140,10 +140,10 @@ def pack(source: Path, top: Path, part_mib: float = PART_MIB) -> int:
     room: list[int] = []
     for path in paths:
         n = path.stat().st_size
-        k = next((i for i, r in enumerate(room) if r >= n), None)
-        if k is None:
-            parts.append([]), room.append(limit)
-            k = len(parts) - 1
+        k = next((i for i, r in enumerate(room) if r >= n), len(parts))
+        if k == len(parts):
+            parts.append([])
+            room.append(limit)
         parts[k].append(path)
         room[k] -= n
     for old in top.glob(".gpu_carry_[0-9]*"):
