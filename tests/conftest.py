@@ -14,7 +14,8 @@
   starved it beside other work).
 - **Shared artefacts.** What several tests make the same way (kernel_rows' rows) is made
   once per run, by whichever worker asks first, under a file lock (tests/shared.py); this
-  makes the run's folder for it.
+  makes the run's folder for it.  Warp's CPU precompiled header is shared the same way
+  (``CUDAGEN_CPU_PCH_DIR``, a folder in it): built by the first process, copied by the rest.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import tempfile
 
 import pytest
 import shared
+
+from cudagen_data.warp_boundary.runtime import CPU_PCH_ENV
 
 WORKERS = 2
 
@@ -117,4 +120,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     folder = tempfile.mkdtemp(prefix="cudagen-tests-shared-")
     os.environ[shared.ENV] = folder
+    # ~60 processes of the run build Warp CPU modules; each would build clang's header of Warp's
+    # builtin.h first (~1.5 CPU-s): the first leaves it here, the others start from it
+    # (warp_boundary/runtime.py, tests/test_cpu_build.py)
+    pch = os.environ.setdefault(CPU_PCH_ENV, os.path.join(folder, "cpu-pch"))
     config.add_cleanup(lambda: (os.environ.pop(shared.ENV, None), shutil.rmtree(folder, ignore_errors=True)))
+    if pch.startswith(folder):
+        config.add_cleanup(lambda: os.environ.pop(CPU_PCH_ENV, None))

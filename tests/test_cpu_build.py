@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
+import orjson
 import pytest
 
 from cudagen_data import execution as execute
 from cudagen_data.generators import categories, generate
 from cudagen_data.warp_boundary import modules
+from cudagen_data.warp_boundary.runtime import CPU_PCH_ENV
 
 
 def _results(specs):
@@ -67,3 +73,51 @@ def test_optimization_level_0_records_what_warps_default_level_records(monkeypat
     assert at_0[0] == at_2[0]  # inputs, outputs, output and input gradients: the same bytes
     assert at_0[1] == at_2[1]  # status, precision, probes, worst relative error
     assert sum(c["status"] == "verified" for c in at_0[1]) >= len(specs) // 2  # the check ran, on most
+
+
+_SHARED_PCH_SCRIPT = """
+import json, os
+import warp._src.build as build
+
+seen = []
+real = build.build_cpu
+
+
+def spy(*args, pch_dir=None, **kwargs):  # runs inside the boundary's wrapper: after it copied what was shared
+    seen.append(sorted(f for f in os.listdir(pch_dir) if f.endswith(".pch")) if pch_dir else None)
+    return real(*args, pch_dir=pch_dir, **kwargs)
+
+
+build.build_cpu = spy
+from cudagen_data import execution
+from cudagen_data.generators import generate
+
+specs = [generate(c, 11, 0) for c in ("arithmetic", "vector")]
+runs = execution.execute_specs(specs)
+vectors = [execution.test_vectors(s, r).to_json() for s, r in zip(specs, runs)]
+print(json.dumps({"first_build_found": seen[0], "vectors": vectors}))
+"""
+
+
+def test_a_shared_precompiled_header_is_left_by_one_process_and_used_by_the_next(tmp_path):
+    """CUDAGEN_CPU_PCH_DIR: the first process leaves clang's header of Warp's builtin.h in the
+    folder, the next starts its first build from it; the outputs are those of a process that
+    shares nothing."""
+
+    def run(shared):
+        env = {k: v for k, v in os.environ.items() if k != CPU_PCH_ENV}
+        if shared is not None:
+            env[CPU_PCH_ENV] = str(shared)
+        res = subprocess.run([sys.executable, "-c", _SHARED_PCH_SCRIPT], capture_output=True, text=True, env=env)
+        assert res.returncode == 0, res.stderr
+        return orjson.loads(res.stdout.splitlines()[-1])
+
+    shared = tmp_path / "pch"
+    first = run(shared)
+    left = sorted(p.name for p in shared.rglob("*.pch"))
+    assert first["first_build_found"] == [] and len(left) == 1  # built it, then left it
+    second = run(shared)
+    assert second["first_build_found"] == left  # started from it
+    alone = run(None)
+    assert alone["first_build_found"] == []
+    assert first["vectors"] == second["vectors"] == alone["vectors"]
