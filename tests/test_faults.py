@@ -34,9 +34,11 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-CONFIG = ProduceConfig(count=160, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
+# 10 batches: the signal tests signal after the second commit (from inside the run, no race), the
+# damaged-folder tests stop after the sixth, the full-disk ones fail by the fourth
+CONFIG = ProduceConfig(count=100, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
 ARGS = [
-    "produce", "--count", "160", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
+    "produce", "--count", "100", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
     "--shard-rows", "25", "--no-progress",
 ]  # fmt: skip
 RESUME_LINE = "everything committed so far is kept; run the same command again to resume"
