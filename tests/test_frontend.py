@@ -6,10 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import os
-import subprocess
-import sys
 
-import orjson
 import pytest
 
 from cudagen_data.extract import extract_kernels, frontend, nvrtc_compile
@@ -132,32 +129,3 @@ def test_check_leaves_no_files_behind(kernel):
     ok, log = frontend_check(bad.translation_unit(), arch=86)
     assert not ok and log.splitlines()[0].startswith("cudagen.cu(") and "precompiled" not in log
     assert not glob.glob(f"/tmp/__nvrtc_auto_pch_{os.getpid()}_*")
-
-
-_PCH_SCRIPT = """
-import dataclasses, json, os, sys
-from cudagen_data.extract import extract_kernels, frontend
-
-kernel = extract_kernels(sys.argv[1])[0]
-bad = dataclasses.replace(kernel, forward=kernel.forward.replace("{", "{ this_is_not_cuda;", 1)).translation_unit()
-checks = []
-for source in (bad, kernel.translation_unit(), bad, bad, kernel.translation_unit()):
-    checks.append(frontend.frontend_check(source, arch=86))
-folder = frontend._nvrtc().pch_dir
-print(json.dumps({"checks": checks, "folder": folder, "headers": sorted(os.listdir(folder)) if folder else []}))
-"""
-
-
-def test_the_precompiled_header_changes_no_verdict_or_log_and_leaves_with_its_process():
-    """The first check of a preamble runs without NVRTC's precompiled header, the second makes
-    it, the later ones use it (frontend.pch_options): the verdicts and logs are the same, and
-    the header's folder is gone once its process has ended."""
-    res = subprocess.run([sys.executable, "-c", _PCH_SCRIPT, SOURCE], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    found = orjson.loads(res.stdout.splitlines()[-1])
-    (bad_1, good_1, bad_2, bad_3, good_2) = found["checks"]
-    assert good_1 == good_2 == [True, ""]
-    assert not bad_1[0] and 'identifier "this_is_not_cuda" is undefined' in bad_1[1]
-    assert bad_1 == bad_2 == bad_3  # without the header, making it, using it
-    assert found["folder"] and found["headers"] and all(h.endswith(".pch") for h in found["headers"])
-    assert not os.path.exists(found["folder"])  # removed when the process ended

@@ -23,18 +23,13 @@ another version than Warp's, raises
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import importlib.metadata
 import importlib.util
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from ..warp_boundary.runtime import PRIVATE_TMP_PREFIX  # imports no Warp
 
 NVRTC_PACKAGE = "nvidia-cuda-nvrtc"
 # The NVRTC each Warp release links (its warp.so says "Cuda compilation tools, release
@@ -42,7 +37,6 @@ NVRTC_PACKAGE = "nvidia-cuda-nvrtc"
 WARP_NVRTC_VERSIONS = {"1.19.0": "13.4.92"}
 PROGRAM_NAME = "cudagen.cu"  # what compile logs call the unit (Warp's check uses the same)
 SYNTAX_ONLY = "--fdevice-syntax-only"
-PREAMBLE_SCAN = 4096  # a unit's preamble (defines, then Warp's headers) ends with an #include within this
 
 # Warp's optimization level for CUDA modules; NVRTC parses this option even when it does
 # not optimize, so it is passed as Warp passes it.
@@ -139,8 +133,6 @@ class _Nvrtc:
             raise NvrtcUnavailable(f"{_need(version)} ({path} is NVRTC {major.value}.{minor.value})")
         self.version = version
         self.include_dir = warp_include_dir()
-        self.pch_dir: str | None = None  # pch_options()
-        self.preambles_seen: dict[str, int] = {}
         count = ctypes.c_int()
         lib.nvrtcGetNumSupportedArchs(ctypes.byref(count))
         archs = (ctypes.c_int * count.value)()
@@ -155,7 +147,6 @@ class _Nvrtc:
 
     def compile(self, source: str, options: Sequence[str]) -> tuple[bool, str]:
         lib = self.lib
-        options = [*options, *self.pch_options(source)]
         prog = ctypes.c_void_p()
         self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), PROGRAM_NAME.encode(), 0, None, None))
         try:
@@ -173,25 +164,6 @@ class _Nvrtc:
             return False, log or lib.nvrtcGetErrorString(res).decode()
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
-
-    def pch_options(self, source: str) -> list[str]:
-        """NVRTC's automatic precompiled header for the front-end check of ``source``, from the
-        second check of its preamble on (the first pays no more than without), kept in a folder
-        of this process's own (removed at exit; a killed worker's is removed by the next worker
-        that starts, pipeline/orphans.py): a check then parses Warp's headers once per preamble
-        instead of once per call (a 20-kernel unit: ~0.33 CPU-s without, ~0.17 with; making the
-        header ~0.53).  A cache only: the same verdict and log (NVRTC's messages about it are
-        off); the options a row or manifest records are :meth:`options`, without it.  ~80 MB
-        of disk per preamble (a tile block size) a process has checked twice."""
-        end = source.find("\n", source.rfind("#include", 0, PREAMBLE_SCAN))
-        key = source[:end]
-        self.preambles_seen[key] = self.preambles_seen.get(key, 0) + 1
-        if self.preambles_seen[key] < 2:
-            return []
-        if self.pch_dir is None:
-            self.pch_dir = tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{os.getpid()}-nvrtc-pch-")
-            atexit.register(shutil.rmtree, self.pch_dir, True)
-        return ["-pch", f"--pch-dir={self.pch_dir}", "--pch-messages=false"]
 
     def build(self, source: str, options: Sequence[str]) -> tuple[bool, str, int]:
         """A compile that keeps its log on success too (ptxas's ``-v`` report is in it);
