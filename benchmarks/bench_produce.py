@@ -139,6 +139,7 @@ def _floor_worker(args) -> dict:
                     check_gradients([spec for spec, _ in ran], [run for _, run in ran])
     seconds, cpu_seconds, counts = spans.take()
     return {
+        "pid": os.getpid(),
         "wall": time.perf_counter() - t0,
         "cpu": time.process_time() - cpu0,
         "parts": parts,
@@ -161,6 +162,30 @@ def pooled(worker, sources: list, workers: int, *extra) -> tuple[float, list]:
         t0 = time.perf_counter()
         returned = list(pool.map(worker, [(share, *extra) for share in shares]))
         return time.perf_counter() - t0, returned
+
+
+def pooled_parts(worker, items: list, workers: int, part: int, *extra) -> tuple[float, list]:
+    """Like :func:`pooled`, but ``items`` cut into parts of ``part`` in order, each part
+    handed to whichever process is free (as the pipeline hands out its parts), so that no
+    process idles while another works through a share of heavy kernels; what each process
+    returned, its parts' figures summed (``worker`` returns a dict of figures and spans)."""
+    import concurrent.futures as cf
+
+    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(worker, [([], *extra)] * workers))
+        t0 = time.perf_counter()
+        returned = list(pool.map(worker, [(items[i : i + part], *extra) for i in range(0, len(items), part)]))
+        seconds = time.perf_counter() - t0
+    by_pid: dict[int, dict] = {}
+    for r in returned:
+        empty = {"wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}}
+        into = by_pid.setdefault(r["pid"], empty)
+        for key in ("wall", "cpu", "parts"):
+            into[key] += r[key]
+        for key in ("spans", "cpu_spans", "counts"):
+            for name, value in r[key].items():
+                into[key][name] = into[key].get(name, 0) + value
+    return seconds, list(by_pid.values())
 
 
 def pooled_seconds(worker, sources: list, workers: int, *extra) -> float:
@@ -246,7 +271,12 @@ PARTS = (
     ("NVRTC front end", "compile", "compile"),
     ("CPU build: first of each process (clang PCH)", "first_cpu_build", "first_cpu_build"),
     ("CPU build: the other execute builds", "execute.build-first_cpu_build", "execute.build-first_cpu_build"),
-    ("CPU run (forward, backward, output checks)", "execute.run", "execute.run"),
+    (
+        "CPU run (forward, backward, checks), failed guesses aside",
+        "execute.run-execute.run.failed_size",
+        "execute.run-execute.run.failed_size",
+    ),
+    ("CPU run: guessed sizes that failed (the size search)", "execute.run.failed_size", "execute.run.failed_size"),
     ("test vectors (encode a run for its row)", "execute.vectors", None),
     ("gradient check on execute's build", "execute.own_build_check", "execute.own_build_check"),
     (
@@ -558,7 +588,9 @@ def main() -> None:
 
             items = floor_items(tmp / "full")
             try:
-                floor_s, floor_returned = pooled(_floor_worker, items, args.workers, 86, args.batch_size, "frontend")
+                floor_s, floor_returned = pooled_parts(
+                    _floor_worker, items, args.workers, args.batch_size, 86, args.batch_size, "frontend"
+                )
             except BrokenProcessPool:
                 print("floor:  not measured: a floor worker died (a kernel crashed Warp's CPU backend)")
                 return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,10 +217,13 @@ def _run_size(sized: SizedRun, kernel, device: str, check) -> tuple[str, KernelS
     passes (the first failure where none does)."""
     first = None
     for spec in (sized.spec, *sized.alternatives):
+        t0, c0 = time.perf_counter(), time.process_time()
         inputs, grads = sized.given or (draw_inputs(spec, sized.label), None)
         run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)
         if run.ok:
             return sized.label, spec, run
+        # a guess that failed: the size search's cost above the runs a row keeps (bench_produce's breakdown)
+        spans.add("execute.run.failed_size", time.perf_counter() - t0, time.process_time() - c0)
         first = first or (sized.label, spec, run)
     return first
 
