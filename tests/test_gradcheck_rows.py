@@ -100,7 +100,7 @@ def test_a_row_without_twin_is_checked_on_the_executed_kernel_with_the_same_resu
     from cudagen_data.gradcheck import Point, check_gradients, check_own_build
     from cudagen_data.numerics.twin import TwinUnavailable, twin_spec
 
-    specs = [generate(c, 1, i) for i in range(6) for c in categories()]
+    specs = [generate(c, 1, i) for i in range(4) for c in categories()]  # 60 kernels, 11 without a twin
     seen = {}
 
     def on_run(i, kernel, run):

@@ -176,7 +176,8 @@ def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, 
     # fewer tries than in production: every try of a crashing slot costs a Ray worker start
     monkeypatch.setattr(ray_executor, "TASK_RETRIES", 1)
     monkeypatch.setattr(ray_executor, "ISOLATED_RETRIES", 0)
-    config = ProduceConfig(count=30, batch_size=8, **FAST)
+    # batches of 4: the crashing slot is isolated in two halvings (each crash costs a Ray worker's start)
+    config = ProduceConfig(count=30, batch_size=4, **FAST)
     produce(config, tmp_path / "local", workers=2, progress=False)
     produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
     rejects = [orjson.loads(line) for line in (tmp_path / "ray" / "rejects.jsonl").read_bytes().splitlines()]
@@ -246,8 +247,8 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
 
 
 def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
-    # 60 small tasks: the head node is still busy with them when the second node has started
-    config = ProduceConfig(count=600, batch_size=10, **FAST)
+    # 50 small tasks: the head node is still busy with them when the second node has started
+    config = ProduceConfig(count=400, batch_size=8, **FAST)
     produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
     joined: list = []
 
