@@ -273,6 +273,32 @@ def test_a_broken_pool_is_reported_through_the_future_not_by_submit():
         executor.close(kill=True)
 
 
+def _die_while_sending_a_result():
+    """What SIGKILL does to a worker half-way through sending its result: on the pool's result
+    pipe, a message header announcing 1 MB and 100 bytes of it; then the worker is gone."""
+    import gc
+    import multiprocessing.queues
+    import struct
+
+    (results,) = [o for o in gc.get_objects() if type(o) is multiprocessing.queues.SimpleQueue]
+    os.write(results._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)
+    os._exit(9)
+
+
+def test_a_worker_that_dies_while_sending_its_result_breaks_the_pool_instead_of_hanging_it():
+    """Python's process pool alone waits forever for the rest of such a message (a run hung
+    when test_faults killed a worker at that moment); the executor's watch breaks the pool
+    after STUCK_SECONDS, so the scheduler re-runs the lost parts as for any dead worker."""
+    from cudagen_data.pipeline.pool import STUCK_SECONDS, ProcessExecutor, WorkerLost
+
+    executor = ProcessExecutor(2)
+    try:
+        with pytest.raises(WorkerLost):
+            executor.submit(_die_while_sending_a_result).result(timeout=STUCK_SECONDS + 60)
+    finally:
+        executor.close(kill=True)
+
+
 def test_two_runs_same_bytes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     config = ProduceConfig(count=60, categories=CATS, seed=11, fast=True, batch_size=16)

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -65,6 +66,9 @@ def _worker_init(parent_pid: int) -> None:
     spans.note_worker_init(started)
 
 
+STUCK_SECONDS = 5.0  # a dead worker still unnoticed by the pool after this long: its reader is stuck
+
+
 class ProcessExecutor:
     crash_loses_pool = True  # a dead worker breaks the pool: every future fails
 
@@ -77,6 +81,40 @@ class ProcessExecutor:
             initargs=(os.getpid(),),
             max_tasks_per_child=max_tasks_per_child,
         )
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch, name="pool-watch", daemon=True).start()
+
+    def _watch(self) -> None:
+        """Break the pool where Python's own check cannot.  A worker killed while it sends a
+        result leaves the pool's reader waiting for the rest of that message, forever: the
+        parent holds a write end of the result pipe too, so no end-of-file comes, and the
+        reader never looks at the dead worker (the run hung; tests/test_produce.py).  A dead
+        worker the pool has not noticed within STUCK_SECONDS means exactly that: the message
+        is completed with zero bytes, which do not unpickle, so the reader fails and the pool
+        breaks as for any dead worker (every future: WorkerLost; the scheduler re-runs)."""
+        pool, dead_since = self._pool, {}
+        while not self._closed.wait(0.5):
+            if getattr(pool, "_broken", False):
+                return
+            now = time.monotonic()
+            procs = dict(getattr(pool, "_processes", None) or {})
+            dead_since = {pid: dead_since.get(pid, now) for pid, p in procs.items() if p.exitcode is not None}
+            if any(now - t > STUCK_SECONDS for t in dead_since.values()):
+                self._complete_stuck_message(pool)
+                return
+
+    @staticmethod
+    def _complete_stuck_message(pool) -> None:
+        fd = pool._result_queue._writer.fileno()
+        os.set_blocking(fd, False)  # the pool is lost anyway: never block here
+        give_up = time.monotonic() + 60.0
+        while not getattr(pool, "_broken", False) and time.monotonic() < give_up:
+            try:
+                os.write(fd, bytes(1 << 16))
+            except BlockingIOError:
+                time.sleep(0.01)
+            except OSError:
+                return
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         try:
@@ -89,6 +127,7 @@ class ProcessExecutor:
             return future
 
     def close(self, *, kill: bool = False) -> None:
+        self._closed.set()
         if kill:
             # Don't wait for batches in flight: they are not committed and will be re-run.
             for proc in list(getattr(self._pool, "_processes", {}).values()):
