@@ -120,4 +120,7 @@ def test_a_shared_precompiled_header_is_left_by_one_process_and_used_by_the_next
     assert second["first_build_found"] == left  # started from it
     alone = run(None)
     assert alone["first_build_found"] == []
-    assert first["vectors"] == second["vectors"] == alone["vectors"]
+    (tmp_path / "a-file").write_text("")
+    unusable = run(tmp_path / "a-file" / "pch")  # a folder that cannot be made: the process shares nothing
+    assert unusable["first_build_found"] == []
+    assert first["vectors"] == second["vectors"] == alone["vectors"] == unusable["vectors"]

@@ -62,7 +62,10 @@ def _share_cpu_pch(wp, shared: str) -> None:
     same with it or without it (tests/test_cpu_build.py)."""
     build = wp._src.build
     folder = os.path.join(shared, f"warp-{wp.config.version}-{xxhash.xxh3_64_hexdigest(build.warp_home.encode())}")
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # a folder this process cannot make: it builds its own header, as without the variable
+        return
     original = build.build_cpu
 
     def build_cpu(*args, pch_dir=None, **kwargs):
@@ -77,17 +80,21 @@ def _share_cpu_pch(wp, shared: str) -> None:
 
 def _copy_missing(source: str, target: str) -> None:
     """Copy the ``.pch`` files of ``source`` that ``target`` lacks, each whole or not at all
-    (written beside, then renamed: another process may be reading ``target``)."""
-    have = set(os.listdir(target))
-    for entry in os.scandir(source):
-        if entry.name.endswith(".pch") and entry.name not in have:
-            part = os.path.join(target, f".{entry.name}.{os.getpid()}.part")
-            try:
-                shutil.copyfile(entry.path, part)
-                os.replace(part, os.path.join(target, entry.name))
-            except OSError:  # a cache: a copy that fails costs a rebuild, nothing else
-                with contextlib.suppress(OSError):
-                    os.remove(part)
+    (written beside, then renamed: another process may be reading ``target``).  A cache: a
+    copy that fails (a folder gone, a full disk) costs a rebuild, never the build."""
+    try:
+        have = set(os.listdir(target))
+        entries = [e for e in os.scandir(source) if e.name.endswith(".pch") and e.name not in have]
+    except OSError:
+        return
+    for entry in entries:
+        part = os.path.join(target, f".{entry.name}.{os.getpid()}.part")
+        try:
+            shutil.copyfile(entry.path, part)
+            os.replace(part, os.path.join(target, entry.name))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(part)
 
 
 PRIVATE_TMP_PREFIX = "cudagen-worker-"  # + pid: a folder of one process's temporary files
