@@ -24,13 +24,11 @@ precompiled header made again each time), while the other worker could sit idle.
 from __future__ import annotations
 
 import os
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 
-from .. import spans, warp_boundary
-from ..pipeline.pool import PipePool, PipeTask, prepare_worker, serve
+from ..pipeline.pool import PipePool, PipeTask, init_warp_worker, serve
 from .batch import BatchJob, BatchResult, merged, run_batch, without_witness
 
 BATCH_TIMEOUT = 1800.0  # seconds a piece of several rows may take in a worker before it is redone row by row
@@ -41,10 +39,7 @@ JUDGING = "judging"  # the witness judges the candidates of this row of the piec
 
 
 def _worker_main(conn: Connection, parent_pid: int) -> None:
-    started = time.monotonic()
-    prepare_worker(parent_pid)  # dies with the parent; Ctrl-C is the parent's
-    warp_boundary.warp()
-    spans.note_worker_init(started)
+    init_warp_worker(parent_pid)  # dies with the parent; Ctrl-C is the parent's
 
     def judging(r: int | None) -> None:
         conn.send((JUDGING, r))  # sent at once (the result is sent when the batch ends)

@@ -58,7 +58,9 @@ class InlineExecutor:
         pass
 
 
-def _worker_init(parent_pid: int) -> None:
+def init_warp_worker(parent_pid: int) -> None:
+    """First thing in a worker that runs Warp (produce's executor, negatives' pipe workers):
+    :func:`prepare_worker`, Warp imported and initialised, the time it took noted (spans)."""
     started = time.monotonic()
     # Ctrl-C is the parent's to handle: it commits what is done and stops the workers.
     prepare_worker(parent_pid)
@@ -77,7 +79,7 @@ class ProcessExecutor:
         self._pool = cf.ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_worker_init,
+            initializer=init_warp_worker,
             initargs=(os.getpid(),),
             max_tasks_per_child=max_tasks_per_child,
         )
