@@ -102,7 +102,8 @@ print(json.dumps({"first_build_found": seen[0], "vectors": vectors}))
 def test_a_shared_precompiled_header_is_left_by_one_process_and_used_by_the_next(tmp_path):
     """CUDAGEN_CPU_PCH_DIR: the first process leaves clang's header of Warp's builtin.h in the
     folder, the next starts its first build from it; the outputs are those of a process that
-    shares nothing."""
+    shares nothing, and so are those of a process handed a damaged header or a folder it
+    cannot make."""
 
     def run(shared):
         env = {k: v for k, v in os.environ.items() if k != CPU_PCH_ENV}
@@ -120,7 +121,12 @@ def test_a_shared_precompiled_header_is_left_by_one_process_and_used_by_the_next
     assert second["first_build_found"] == left  # started from it
     alone = run(None)
     assert alone["first_build_found"] == []
+    damaged_folder = next(shared.glob("warp-*"))
+    for header in damaged_folder.glob("*.pch"):  # a header that is not one: Warp builds without it, same result
+        header.write_bytes(b"not a precompiled header" * 1000)
+    damaged = run(shared)
+    assert damaged["first_build_found"] == left
     (tmp_path / "a-file").write_text("")
     unusable = run(tmp_path / "a-file" / "pch")  # a folder that cannot be made: the process shares nothing
     assert unusable["first_build_found"] == []
-    assert first["vectors"] == second["vectors"] == alone["vectors"] == unusable["vectors"]
+    assert first["vectors"] == second["vectors"] == alone["vectors"] == unusable["vectors"] == damaged["vectors"]
