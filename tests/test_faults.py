@@ -29,17 +29,20 @@ from test_produce import comparable
 
 from cudagen_data.pipeline.config import ProduceConfig
 from cudagen_data.pipeline.producer import produce
+from cudagen_data.validate import format_report, validate_path
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, sets rlimits")
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-# 10 batches: the signal tests signal after the second commit (from inside the run, no race), the
-# damaged-folder tests stop after the sixth, the full-disk ones fail by the fourth
-CONFIG = ProduceConfig(count=100, categories=("arithmetic",), seed=7, fast=True, batch_size=10, shard_rows=25)
+# 10 batches of 5 rows: the signal tests signal after the second commit (from inside the run, no
+# race), the damaged-folder tests stop after the sixth, the full-disk ones fail by the fourth; a
+# train shard every 12 rows (the second is turned mid-run).  Every test here runs it 2-3 times,
+# in a fresh process: the fewest rows that keep those moments apart.
+CONFIG = ProduceConfig(count=50, categories=("arithmetic",), seed=7, fast=True, batch_size=5, shard_rows=12)
 ARGS = [
-    "produce", "--count", "100", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "10",
-    "--shard-rows", "25", "--no-progress",
+    "produce", "--count", "50", "--categories", "arithmetic", "--seed", "7", "--fast", "--batch-size", "5",
+    "--shard-rows", "12", "--no-progress",
 ]  # fmt: skip
 RESUME_LINE = "everything committed so far is kept; run the same command again to resume"
 
@@ -136,12 +139,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def assert_valid(out: Path) -> None:
+    """`cudagen validate` passes on the folder: its library call, in this process (the command's
+    own exit codes: test_produce.py; a process here costs more than the check)."""
+    report = validate_path(out, arch=None, progress=False, workers=0)
+    assert report.ok, format_report(report)
+
+
 def resumed_and_valid(out: Path, reference: dict, *extra: str) -> None:
     """The same command finishes the run; validate passes; the rows are the undisturbed run's."""
     res = cli(*ARGS, "--output", str(out), "-w", "0", *extra)
     assert res.returncode == 0, res.stderr
-    res = cli("validate", str(out), "--no-progress", "-w", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert_valid(out)
     assert {**comparable(out), "files": files_of(out)} == reference
 
 
@@ -185,8 +194,7 @@ def test_a_worker_killed_with_9_changes_nothing(tmp_path, reference):
     (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    res = cli("validate", str(out), "--no-progress", "-w", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert_valid(out)
     assert {**comparable(out), "files": files_of(out)} == reference
 
 
@@ -206,7 +214,8 @@ def test_a_full_disk_is_one_line_and_the_next_run_resumes(tmp_path, reference, j
     """A file-size limit (RLIMIT_FSIZE) makes the write that crosses it fail as a full disk
     does: with --jsonl it hits the JSONL file, with --no-jsonl a shard's spool."""
     out = tmp_path / "ds"
-    proc = start(out, jsonl, "--workers", "0", preexec_fn=_file_size_limit(250_000))  # a batch of 10 rows: ~100-170 KB
+    # a batch of 5 rows: ~50-85 KB (the JSONL file and a shard's spool of 12 rows cross the limit mid-run)
+    proc = start(out, jsonl, "--workers", "0", preexec_fn=_file_size_limit(120_000))
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()
@@ -219,8 +228,7 @@ def test_a_full_disk_is_one_line_and_the_next_run_resumes(tmp_path, reference, j
     else:
         res = cli(*ARGS, "--output", str(out), "-w", "0", jsonl)
         assert res.returncode == 0, res.stderr
-        res = cli("validate", str(out), "--no-progress", "-w", "0")
-        assert res.returncode == 0, res.stdout + res.stderr
+        assert_valid(out)
         ref = {**reference, "rows": None}  # no JSONL files
         ref["manifest"] = {**reference["manifest"], "config": {**reference["manifest"]["config"], "jsonl": False}}
         ref["manifest"]["files"] = [f for f in reference["manifest"]["files"] if not f["path"].startswith("jsonl/")]
@@ -312,8 +320,7 @@ def test_a_full_disk_in_a_real_run(tmp_path):
     ], res.stderr
     res = cli(*REAL_ARGS, "--output", str(out))
     assert res.returncode == 0, res.stderr
-    res = cli("validate", str(out), "--no-progress", "-w", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert_valid(out)
     assert comparable(out) == comparable(ref) and files_of(out) == files_of(ref)
 
 
@@ -337,8 +344,7 @@ def test_a_full_disk_in_negatives_is_one_line_and_it_resumes(tmp_path):
     assert not [p for p in out.rglob("*.tmp")]
     res = cli(*args, str(out))
     assert res.returncode == 0, res.stderr
-    res = cli("validate", str(out), "--no-progress", "-w", "0")
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert_valid(out)
 
     def negatives(folder: Path) -> dict:
         return {p.name: pq.read_table(p).to_pylist() for p in sorted((folder / "data" / "negatives").glob("*"))}
@@ -413,7 +419,7 @@ DAMAGE = {
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_private_file_is_named_and_never_becomes_rows(tmp_path, reference, damage):
     out = tmp_path / "ds"
-    _partial_run(out, batches=6)  # 60 rows: two shards staged per split-train, a spool open
+    _partial_run(out, batches=6)  # 30 rows: two shards staged per split-train, a spool open
     hurt, words = DAMAGE[damage]
     rel = hurt(out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "lock"}

@@ -60,9 +60,11 @@ def _running_tasks(under: int) -> list[int]:
     return [p for p in descendants(under) if _title(p).startswith("ray::_on_worker")]
 
 
-@pytest.fixture
+@pytest.fixture(scope="class")
 def local_ray(request):
-    """A private Ray instance in this process, 127.0.0.1, 2 CPUs, small object store."""
+    """A private Ray instance in this process, 127.0.0.1, 2 CPUs, small object store; one per
+    class of tests (a Ray start and stop is ~4 s of this module's time), one per test outside a
+    class.  A test's ``param``: environment variables of its Ray workers."""
     env_vars = getattr(request, "param", None) or {}
     ray.init(
         address="local",
@@ -159,14 +161,6 @@ def cluster():
 FAST = dict(categories=CATS, seed=21, fast=True)
 
 
-def test_ray_writes_what_local_processes_write(local_ray, tmp_path):
-    config = ProduceConfig(count=60, batch_size=8, shard_rows=16, **FAST)
-    produce(config, tmp_path / "local", workers=2, progress=False)
-    result = produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
-    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
-    assert sum(result.tasks_by_node.values()) >= 60 // 8  # the batches did run as Ray tasks
-
-
 @pytest.mark.parametrize("local_ray", [{CRASH_ENV: "13"}], indirect=True)
 def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, tmp_path, monkeypatch):
     """Every try of the task dies; the driver bisects to the slot, as with local processes."""
@@ -185,31 +179,42 @@ def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, 
     assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
 
 
-def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(local_ray, tmp_path):
-    config = ProduceConfig(count=600, batch_size=50, **FAST)
-    produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
-    killed: list[int] = []
-    stop = threading.Event()
+class TestOnOneRayInstance:
+    """Tests that leave the instance as they found it share it (the crash test sets its workers'
+    environment: an instance of its own)."""
 
-    def killer() -> None:
-        me = os.getpid()
-        while not stop.is_set() and len(killed) < 2:
-            running = _running_tasks(me)
-            if running:
-                os.kill(running[0], signal.SIGKILL)
-                killed.append(running[0])
-                time.sleep(1.0)
-            time.sleep(0.02)
+    def test_ray_writes_what_local_processes_write(self, local_ray, tmp_path):
+        config = ProduceConfig(count=60, batch_size=8, shard_rows=16, **FAST)
+        produce(config, tmp_path / "local", workers=2, progress=False)
+        result = produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+        assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+        assert sum(result.tasks_by_node.values()) >= 60 // 8  # the batches did run as Ray tasks
 
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    try:
-        produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
-    finally:
-        stop.set()
-        thread.join()
-    assert killed, "no Ray worker was caught running a batch"
-    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
+    def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(self, local_ray, tmp_path):
+        config = ProduceConfig(count=600, batch_size=50, **FAST)
+        produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
+        killed: list[int] = []
+        stop = threading.Event()
+
+        def killer() -> None:
+            me = os.getpid()
+            while not stop.is_set() and len(killed) < 2:
+                running = _running_tasks(me)
+                if running:
+                    os.kill(running[0], signal.SIGKILL)
+                    killed.append(running[0])
+                    time.sleep(1.0)
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        try:
+            produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+        finally:
+            stop.set()
+            thread.join()
+        assert killed, "no Ray worker was caught running a batch"
+        assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
 
 
 def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
