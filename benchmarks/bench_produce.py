@@ -294,6 +294,7 @@ PARTS = (
     ("rows: canonical hashes", "rows.hash", None),
     ("rows: the rest (Row objects, preamble hashes)", "rows-rows.hash", None),
     ("in a part, outside the above", "@part_rest", "@part_rest"),
+    ("parts finished but never used (the run was full first)", "@discarded", None),
     ("between parts: pickling a result, IPC, waiting", "@between", None),
     ("after its last part: commit tail, killed speculative part", "@tail", "@tail"),
 )
@@ -309,8 +310,10 @@ def lanes(m: Measured) -> tuple[dict[str, float], dict[str, float], dict]:
     """The pipeline's worker-seconds by part, wall and CPU: every worker's time from
     produce() to the run's end, cut at its parts (PartTiming: monotonic stamps and spans)."""
     timings = [t for r in m.results for t in r.timings]
+    discarded = list(getattr(m.events, "discarded", ()))  # finished, never consumed (produce_timeline.Events)
+    unused = {id(t) for t in discarded}
     by_pid: dict[int, list] = {}
-    for t in timings:
+    for t in timings + discarded:
         by_pid.setdefault(t.pid, []).append(t)
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -332,6 +335,11 @@ def lanes(m: Measured) -> tuple[dict[str, float], dict[str, float], dict]:
             add(wall, "@between", nxt.started - prev.ended)
         add(wall, "@tail", m.ended - parts[-1].ended)
         for t in parts:
+            if id(t) in unused:  # its whole time, in a line of its own
+                add(wall, "@discarded", t.ended - t.started)
+                add(cpu, "@discarded", t.cpu_seconds)
+                add(wall, "@discarded_parts", 1)
+                continue
             for name, sec in t.spans.items():
                 add(wall, name, sec)
             for name, sec in t.cpu_spans.items():
@@ -343,7 +351,7 @@ def lanes(m: Measured) -> tuple[dict[str, float], dict[str, float], dict]:
             add(wall, "@slots", t.slots)
             add(wall, "@parts", 1)
             add(wall, "@cpu_builds", t.counts.get("cpu_build", 0) + t.counts.get("first_cpu_build", 0))
-    return wall, cpu, {"processes": len(by_pid), "timings": timings}
+    return wall, cpu, {"processes": len(by_pid), "timings": timings, "all_timings": timings + discarded}
 
 
 def _fixed_cost(timings: list, span: str, per: str) -> float | None:
@@ -412,6 +420,7 @@ def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned
         f"   ({info['processes']} worker processes reported)"
     )
     part_cpu, part_wall = pipe_cpu.get("@part_wall", 0.0), pipe.get("@part_wall", 0.0)
+    run_cpu = part_cpu + pipe_cpu.get("@warp_init", 0.0) + pipe_cpu.get("@discarded", 0.0) + m.driver_cpu
     f_cpu, f_wall = sum(r["cpu"] for r in floor_returned), sum(r["wall"] for r in floor_returned)
     print(
         f"  CPU / wall in parts: pipeline {part_cpu:.1f} / {part_wall:.1f} = {part_cpu / max(part_wall, 1e-9):.0%},"
@@ -419,14 +428,14 @@ def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned
         f" the cores); the driver's own CPU {m.driver_cpu:.1f} s, on the same cores"
     )
     print(
-        f"  CPU seconds of the run, start-up and driver included: pipeline"
-        f" {part_cpu + pipe_cpu.get('@warp_init', 0.0) + m.driver_cpu:.1f}, floor {f_cpu:.1f};"
-        f" ratio {(part_cpu + pipe_cpu.get('@warp_init', 0.0) + m.driver_cpu) / max(f_cpu, 1e-9):.2f}"
-        f" (what a loaded machine leaves comparable; idle time aside)"
+        f"  CPU seconds of the run, start-up, driver and unused parts included: pipeline {run_cpu:.1f}, floor"
+        f" {f_cpu:.1f}; ratio {run_cpu / max(f_cpu, 1e-9):.2f} (what a loaded machine leaves comparable; idle"
+        f" time aside)"
     )
     slots = pipe.get("@slots", 0)
     print(
-        f"  parts run: pipeline {int(pipe.get('@parts', 0))} ({slots / max(pipe.get('@parts', 1), 1):.0f} slots each), "
+        f"  parts run: pipeline {int(pipe.get('@parts', 0))} used ({slots / max(pipe.get('@parts', 1), 1):.0f} slots"
+        f" each) + {int(pipe.get('@discarded_parts', 0))} finished and never used, "
         f"floor {sum(r['parts'] for r in floor_returned)}; CPU builds: pipeline {int(pipe.get('@cpu_builds', 0))}, "
         f"floor {sum(r['counts'].get('cpu_build', 0) + r['counts'].get('first_cpu_build', 0) for r in floor_returned)}"
     )
@@ -582,7 +591,7 @@ def main() -> None:
         import produce_timeline
 
         wall, _, info = lanes(full)
-        produce_timeline.report(full.events, info["timings"], wall.get("@between", 0.0))
+        produce_timeline.report(full.events, info["all_timings"], wall.get("@between", 0.0))
         if not args.skip_floor:
             from concurrent.futures.process import BrokenProcessPool
 

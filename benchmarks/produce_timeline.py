@@ -26,18 +26,36 @@ import time
 from collections.abc import Iterator
 
 
+class Events(list):
+    """The driver's events, (monotonic time, event), and ``discarded``: the PartTimings of
+    parts that finished but whose results the run never consumed (it was full before their
+    turn; the scheduler drops them at its close).  Their work is not in any committed
+    result: without them it would look like workers waiting between parts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.discarded: list = []
+
+
 @contextlib.contextmanager
-def recording() -> Iterator[list[tuple[float, str]]]:
+def recording() -> Iterator[Events]:
     """Record the driver's scheduler events while the block runs: (monotonic time, event)
     with events submit, repair, ask (next_part entered), got (next_part returned),
-    fill:<why it stopped submitting>."""
+    fill:<why it stopped submitting>; and the timings of finished parts never consumed."""
     from cudagen_data.pipeline import producer
     from cudagen_data.pipeline.scheduler import HELD_PER_WORKER
 
-    events: list[tuple[float, str]] = []
+    events = Events()
     base = producer.Scheduler
 
     class Recorded(base):  # type: ignore[misc, valid-type]
+        def close(self) -> None:
+            for unit in self.units:  # parts submitted, not consumed: finished ones hold their timings
+                future = unit.future
+                if future is not None and future.done() and not future.cancelled() and future.exception() is None:
+                    events.discarded.extend(future.result().timings)
+            super().close()
+
         def _submit(self, unit) -> None:
             events.append((time.monotonic(), "repair" if not unit.counts and unit.skip else "submit"))
             super()._submit(unit)
