@@ -442,3 +442,32 @@ def test_refuses_a_run_state_without_stage_counters(tmp_path):
     DatasetFolder(tmp_path).start(RunState(fingerprint=fingerprint(config).decode(), tally=old_tally))
     with pytest.raises(ProduceError, match="older cudagen-data"):
         produce(config, tmp_path, progress=False)
+
+
+def test_slots_in_flight_count_at_the_acceptance_rate_seen_so_far():
+    """The scheduler stops submitting a category's slots once those in flight are expected to
+    fill it.  Counting every slot as a row stopped it too early wherever slots are rejected or
+    duplicates (on 16 workers the workers then waited 31% of their time); it now counts them
+    at the rate of rows per slot consumed so far (1 before any, MIN_ACCEPTANCE at least)."""
+    from cudagen_data.pipeline.scheduler import MIN_ACCEPTANCE, Scheduler
+
+    config = ProduceConfig(count=150, categories=("arithmetic",), fast=True, batch_size=10)
+    accepted = {"arithmetic": 0}
+    scheduler = Scheduler(config, 0, 0, lambda c: accepted[c])
+    try:
+        scheduler.inflight["arithmetic"] = 150  # nothing consumed yet: a slot counts as a row
+        assert scheduler._predicted_full("arithmetic")
+        scheduler.inflight["arithmetic"] = 149
+        assert not scheduler._predicted_full("arithmetic")
+        # 49 rows from 99 slots (with the prior of one: half): 101 slots in flight give ~50 more, not 101
+        accepted["arithmetic"], scheduler.consumed["arithmetic"] = 49, 99
+        scheduler.inflight["arithmetic"] = 101
+        assert not scheduler._predicted_full("arithmetic")
+        scheduler.inflight["arithmetic"] = 202
+        assert scheduler._predicted_full("arithmetic")
+        # a category that stopped yielding rows: its slots still count (it ends at max_batches)
+        accepted["arithmetic"], scheduler.consumed["arithmetic"] = 0, 10_000
+        scheduler.inflight["arithmetic"] = int(150 / MIN_ACCEPTANCE)
+        assert scheduler._predicted_full("arithmetic")
+    finally:
+        scheduler.close()
