@@ -181,6 +181,7 @@ def test_first_batch_is_cut_fine_then_normal():
         __import__("collections").deque(),
         __import__("collections").Counter(),
     )
+    scheduler.consumed = __import__("collections").Counter()
     scheduler.next_batch = scheduler.first_batch = 3
     scheduler.max_batches = 5
     scheduler.accepted = lambda c: 0
@@ -224,6 +225,7 @@ def test_a_slow_part_at_the_head_does_not_leave_the_other_workers_idle():
         collections.deque(),
         collections.Counter(),
     )
+    scheduler.consumed = collections.Counter()
     scheduler.next_batch = scheduler.first_batch = 3
     scheduler.max_batches = 40
     scheduler.accepted = lambda c: 0

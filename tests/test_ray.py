@@ -252,8 +252,9 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
 
 
 def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
-    # 50 small tasks: the head node is still busy with them when the second node has started
-    config = ProduceConfig(count=400, batch_size=8, **FAST)
+    # 75 small tasks: the head node is still busy with them when the second node has started (with 50,
+    # the second node once took only one before the run ended)
+    config = ProduceConfig(count=600, batch_size=8, **FAST)
     produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
     joined: list = []
 
