@@ -465,6 +465,10 @@ def test_slots_in_flight_count_at_the_acceptance_rate_seen_so_far():
         assert not scheduler._predicted_full("arithmetic")
         scheduler.inflight["arithmetic"] = 202
         assert scheduler._predicted_full("arithmetic")
+        # more rows than slots counted (a repair's slots are not): a slot still counts as one row at most
+        accepted["arithmetic"], scheduler.consumed["arithmetic"] = 60, 50
+        scheduler.inflight["arithmetic"] = 89
+        assert not scheduler._predicted_full("arithmetic")
         # a category that stopped yielding rows: its slots still count (it ends at max_batches)
         accepted["arithmetic"], scheduler.consumed["arithmetic"] = 0, 10_000
         scheduler.inflight["arithmetic"] = int(150 / MIN_ACCEPTANCE)
