@@ -235,7 +235,7 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
         "--no-jsonl",
         "--no-progress",
     ]
-    # 300 rows: six killed tries commit ~120 of them on the 2-core machine (each pays Ray's start-up), so
+    # 300 rows: each killed try commits ~20 of them on the 2-core machine (each pays Ray's start-up), so
     # every try is killed with room to spare.  The reference in-process: the same rows (and recorded command)
     # as the command's, with any workers
     ref = ProduceConfig(count=300, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=40, jsonl=False)
@@ -243,7 +243,7 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     out = tmp_path / "killed"
     ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
     # kill only once the driver has committed something (Ray start-up is not the point)
-    kills = kill_cli_repeatedly(ray_args, tries=6, rng=random.Random(99), wait=(1.0, 3.0),
+    kills = kill_cli_repeatedly(ray_args, tries=4, rng=random.Random(99), wait=(1.0, 3.0),
                                 started=(out / ".cudagen" / "state.json").exists)  # fmt: skip
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"
     res = cli(*ray_args)
