@@ -154,13 +154,19 @@ def pooled(worker, sources: list, workers: int, *extra) -> tuple[float, list]:
     given every ``workers``-th source, and what each returned; process start-up is
     outside the timing.  A worker that dies (a kernel corrupting the heap, as Warp's CPU
     backend can) raises BrokenProcessPool rather than leaving the benchmark waiting."""
+    shares = [sources[i::workers] for i in range(workers)]
+    return _timed_map(worker, [(share, *extra) for share in shares], workers, extra)
+
+
+def _timed_map(worker, calls: list, workers: int, extra: tuple) -> tuple[float, list]:
+    """``worker`` over ``calls`` on ``workers`` spawned processes, each handed the next call
+    when free; the wall time excludes the processes' start-up (one empty call each first)."""
     import concurrent.futures as cf
 
-    shares = [sources[i::workers] for i in range(workers)]
     with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(worker, [([], *extra)] * workers))
         t0 = time.perf_counter()
-        returned = list(pool.map(worker, [(share, *extra) for share in shares]))
+        returned = list(pool.map(worker, calls))
         return time.perf_counter() - t0, returned
 
 
@@ -169,13 +175,8 @@ def pooled_parts(worker, items: list, workers: int, part: int, *extra) -> tuple[
     handed to whichever process is free (as the pipeline hands out its parts), so that no
     process idles while another works through a share of heavy kernels; what each process
     returned, its parts' figures summed (``worker`` returns a dict of figures and spans)."""
-    import concurrent.futures as cf
-
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(worker, [([], *extra)] * workers))
-        t0 = time.perf_counter()
-        returned = list(pool.map(worker, [(items[i : i + part], *extra) for i in range(0, len(items), part)]))
-        seconds = time.perf_counter() - t0
+    calls = [(items[i : i + part], *extra) for i in range(0, len(items), part)]
+    seconds, returned = _timed_map(worker, calls, workers, extra)
     by_pid: dict[int, dict] = {}
     for r in returned:
         empty = {"wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}}
