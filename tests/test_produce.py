@@ -475,3 +475,35 @@ def test_slots_in_flight_count_at_the_acceptance_rate_seen_so_far():
         assert scheduler._predicted_full("arithmetic")
     finally:
         scheduler.close()
+
+
+def test_the_breakdown_counts_a_part_never_used_as_work_not_as_waiting():
+    """bench_produce's breakdown: a part that finished but that the run never used (it was full
+    first; the scheduler drops it at its close) is the worker's work, on a line of its own, and
+    not time "between parts" (a 16-worker run had shown such parts as waiting for a hand-over)."""
+    import concurrent.futures as cf
+    from collections import Counter
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_produce
+    import produce_timeline
+
+    from cudagen_data.pipeline import producer
+    from cudagen_data.pipeline.scheduler import Unit
+    from cudagen_data.pipeline.work import PartTiming
+
+    def timing(started: float, ended: float) -> PartTiming:
+        return PartTiming(7, started, ended, ended - started, 10, {}, {}, {})
+
+    used, unused, last = timing(1.0, 3.0), timing(3.1, 6.0), timing(6.1, 7.0)
+    finished, running = cf.Future(), cf.Future()
+    finished.set_result(BatchResult(1, [], timings=[unused]))
+    with produce_timeline.recording() as events:
+        scheduler = producer.Scheduler(ProduceConfig(count=10, categories=("arithmetic",), fast=True), 0, 0, len)
+        scheduler.units.extend(Unit(b, range(0), frozenset(), Counter(), f) for b, f in ((1, finished), (2, running)))
+        scheduler.close()
+    assert events.discarded == [unused]  # the finished one; the one still running has no timings
+    measured = bench_produce.Measured(7.0, {}, 0.0, 0.0, 7.0, 0.0, [BatchResult(0, [], timings=[used, last])], events)
+    wall, cpu, _ = bench_produce.lanes(measured)
+    assert wall["@discarded"] == cpu["@discarded"] == pytest.approx(2.9)
+    assert wall["@between"] == pytest.approx(0.2)  # 3.0 -> 3.1 and 6.0 -> 6.1, not 3.0 -> 6.1
