@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 import orjson
 import pytest
@@ -165,6 +166,15 @@ def test_mismatched_nvrtc_stops_produce_before_any_work(tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+def planning_scheduler(config: ProduceConfig, *, workers: int, first_batch: int, max_batches: int) -> Scheduler:
+    """A Scheduler for its planning alone: no pool (it says it has ``workers``), batches from
+    ``first_batch``, nothing accepted yet, each batch cut in one part while work remains."""
+    scheduler = Scheduler(config, 0, first_batch, lambda c: 0)
+    scheduler.executor = types.SimpleNamespace(workers=workers)
+    scheduler.parts, scheduler.max_batches = 1, max_batches
+    return scheduler
+
+
 def test_first_batch_is_cut_fine_then_normal():
     config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
     # one part of 10 slots per worker, then the rest of the batch cut as any batch
@@ -173,18 +183,7 @@ def test_first_batch_is_cut_fine_then_normal():
     assert sizes(first_batch_ranges(config, 0, 2, 2)) == [10, 10, 40, 40]
     assert sizes(first_batch_ranges(config, 0, 1, 1)) == [10, 90]
     assert [r.start for r in first_batch_ranges(config, 3, 2, 2)] == [300, 310, 320, 360]
-    scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
-    scheduler.config, scheduler.parts = config, 1
-    scheduler.executor = __import__("types").SimpleNamespace(workers=500)  # a window of 1,000 units
-    scheduler.units, scheduler.queued, scheduler.inflight = (
-        __import__("collections").deque(),
-        __import__("collections").deque(),
-        __import__("collections").Counter(),
-    )
-    scheduler.consumed = __import__("collections").Counter()
-    scheduler.next_batch = scheduler.first_batch = 3
-    scheduler.max_batches = 5
-    scheduler.accepted = lambda c: 0
+    scheduler = planning_scheduler(config, workers=500, first_batch=3, max_batches=5)  # a window of 1,000 units
     scheduler._submit = lambda unit: setattr(unit, "future", __import__("concurrent.futures").futures.Future())
     scheduler.fill()
     sizes = [(u.batch, len(u.slots)) for u in scheduler.units]
@@ -211,24 +210,11 @@ def test_a_slow_part_at_the_head_does_not_leave_the_other_workers_idle():
     """Results are consumed in slot order, but a part that finishes while an earlier one
     still runs frees its worker: the scheduler starts the next part at once instead of
     waiting for the head (on 16 workers the wait was half of all worker time)."""
-    import collections
     import concurrent.futures as cf
     import threading
-    import types
 
     config = ProduceConfig(count=2000, categories=CATS, batch_size=100)
-    scheduler = Scheduler.__new__(Scheduler)  # only the planning, no pool
-    scheduler.config, scheduler.parts = config, 1
-    scheduler.executor = types.SimpleNamespace(workers=1)  # two parts running at a time
-    scheduler.units, scheduler.queued, scheduler.inflight = (
-        collections.deque(),
-        collections.deque(),
-        collections.Counter(),
-    )
-    scheduler.consumed = collections.Counter()
-    scheduler.next_batch = scheduler.first_batch = 3
-    scheduler.max_batches = 40
-    scheduler.accepted = lambda c: 0
+    scheduler = planning_scheduler(config, workers=1, first_batch=3, max_batches=40)  # two parts running at a time
     submitted: list[cf.Future] = []
 
     def submit(unit):
