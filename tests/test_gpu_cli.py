@@ -296,8 +296,14 @@ def test_report_json_and_exit_code(dry_run):
 
 
 @pytest.mark.slow
-def test_pool_isolates_a_row_that_crashes_its_worker(rows):
+def test_pool_isolates_a_row_that_crashes_its_worker(rows, monkeypatch):
+    from cudagen_data import warp_boundary
     from cudagen_data.gpu.pool import run_pool
+
+    # the workers build with NVRTC's header (gpu/worker.py): the pool removes a crashed one's
+    removed: dict[int, int] = {}
+    real_remove = warp_boundary.remove_nvrtc_pch
+    monkeypatch.setattr(warp_boundary, "remove_nvrtc_pch", lambda pid: removed.setdefault(pid, real_remove(pid)))
 
     chain = rows["chain"]
     # Writes 4 GB past the end of y: a segfault on the CPU backend.
@@ -310,6 +316,9 @@ def test_pool_isolates_a_row_that_crashes_its_worker(rows):
     assert got["device"] == {0, 2} and got["reference"] == {0, 2}
     assert [(p, s) for p, s, _ in crashed] == [(1, "device")]
     assert "SIGSEGV" in crashed[0][2] and restarts >= 2  # [0,1,2] crashes, then [1,2], then [1]
+    assert len(removed) >= 3 and not any(warp_boundary.nvrtc_pch_folders(pid) for pid in removed)
+    if warp_boundary.runtime_versions()["toolkit"] >= (13, 0):  # NVRTC 13+ keeps its header in /tmp
+        assert sum(n > 0 for n in removed.values()) >= 2  # the crashed workers' (one that exits removes its own)
 
 
 # --------------------------------------------------------------------------- imports

@@ -118,6 +118,7 @@ def run_pool(
         size=min(jobs, len(chunks)),
         startup_deaths=2,
         hint="; see their error output above",
+        on_exit=warp_boundary.remove_nvrtc_pch,  # a killed worker's NVRTC header (its builds use one)
     )
     try:
         for _ in pool.run(Chunk(items, STAGES, on_stage, on_crash) for items in chunks):

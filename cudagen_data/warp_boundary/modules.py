@@ -101,20 +101,23 @@ def batch_module(
 def _without_cuda_pch(module, block_dim: int | None = None, enabled: bool = False) -> Iterator[None]:
     """Warp's precompiled headers off for one CUDA build of ``module``.
 
-    For a CUDA build, NVRTC (CUDA 13+) writes a ~76 MB precompiled header per module
-    name into /tmp/__nvrtc_auto_pch_<pid>_<n>/ and never deletes it; each of our
-    modules is built once under its own name, so that header is never reused.  The
-    CPU build's clang header is shared by every module (reused), so it stays on:
-    this wraps CUDA builds only.  Warp folds ``config.use_precompiled_headers`` into
+    For a CUDA build, NVRTC (CUDA 13+) writes a ~76 MB precompiled header of Warp's
+    headers into /tmp/__nvrtc_auto_pch_<pid>_<n>/ and removes it only when the process
+    exits normally (a killed process leaves it); a process that builds one module needs
+    none.  The CPU build's clang header is shared by every module (reused), so it stays
+    on: this wraps CUDA builds only.  Warp folds ``config.use_precompiled_headers`` into
     a module variant's options when it hashes it, and ``Module.load`` reuses those;
     a variant hashed with the header on is dropped, to be hashed again inside.
     (``Module._compile`` re-reads the config and rehashes by itself.)
 
-    ``enabled``: on instead, for a process that builds many modules and removes the
-    header itself when done (``remove_nvrtc_pch``): the eval workers, where it makes each
-    candidate's NVRTC build ~3x faster (the header of Warp's ``builtin.h`` is reused).
+    ``enabled``: on instead, for a process that builds many modules (one header, reused
+    by every later module of the process): the eval and GPU-suite workers, whose pools
+    remove a dead worker's header (``remove_nvrtc_pch``), and the GPU suite's dry run;
+    it makes each NVRTC build ~2-3x cheaper.  Never after this process removed its own
+    header: NVRTC then fails every build ("invalid PCH directory"), so they go without.
     """
     wp = warp()
+    enabled = enabled and not _pch_removed
     if block_dim is None:
         block_dim = module.options["block_dim"]
     cached = module.resolved_options.get(block_dim)
@@ -203,9 +206,16 @@ def nvrtc_pch_folders(pid: int) -> list[Path]:
     return sorted(f for d in places for f in d.glob(f"__nvrtc_auto_pch_{pid}_*") if f.is_dir())
 
 
+_pch_removed = False  # this process removed its own NVRTC header: its later CUDA builds go without
+
+
 def remove_nvrtc_pch(pid: int) -> int:
-    """Remove NVRTC's precompiled-header folders of process ``pid``; how many there were."""
+    """Remove NVRTC's precompiled-header folders of process ``pid``; how many there were.
+    This process's own: its later CUDA builds are made without one (NVRTC would fail them)."""
+    global _pch_removed
     found = nvrtc_pch_folders(pid)
     for folder in found:
         shutil.rmtree(folder, ignore_errors=True)
+    if found and pid == os.getpid():
+        _pch_removed = True
     return len(found)
