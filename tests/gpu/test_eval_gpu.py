@@ -209,7 +209,7 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
     from typer.testing import CliRunner
 
     from cudagen_data.cli import app
-    from cudagen_data.contracts import ROW_SCHEMA
+    from cudagen_data.contracts import ROW_SCHEMA, SCHEMA_VERSION
 
     folder = tmp_path / "ds"  # a minimal dataset folder (the GPU machine lacks what the card needs)
     (folder / "data").mkdir(parents=True)
@@ -219,6 +219,7 @@ def test_eval_command_on_the_gpu(gpu, hand_rows, tmp_path):
     )
     manifest = {
         "format": "cudagen-data",
+        "schema_version": SCHEMA_VERSION,  # a reader refuses a folder of another row schema
         "files": [{"path": "data/test-00000-of-00001.parquet", "split": "test", "rows": len(hand_rows)}],
         "preambles": {},
     }
