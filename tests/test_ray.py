@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from procs import descendants, kill_cli_repeatedly
+from procs import Background, descendants, kill_cli_repeatedly
 from test_produce import CATS, cli, comparable
 
 from cudagen_data.pipeline.config import ProduceConfig
@@ -61,11 +61,9 @@ def _running_tasks(under: int) -> list[int]:
 
 
 @pytest.fixture(scope="class")
-def local_ray(request):
+def local_ray():
     """A private Ray instance in this process, 127.0.0.1, 2 CPUs, small object store; one per
-    class of tests (a Ray start and stop is ~4 s of this module's time), one per test outside a
-    class.  A test's ``param``: environment variables of its Ray workers."""
-    env_vars = getattr(request, "param", None) or {}
+    class of tests (a Ray start and stop is ~4 s of this module's time)."""
     ray.init(
         address="local",
         num_cpus=2,
@@ -74,7 +72,6 @@ def local_ray(request):
         _node_ip_address="127.0.0.1",
         log_to_driver=False,
         logging_level="warning",
-        runtime_env={"env_vars": env_vars} if env_vars else None,
     )
     try:
         yield
@@ -161,27 +158,26 @@ def cluster():
 FAST = dict(categories=CATS, seed=21, fast=True)
 
 
-@pytest.mark.parametrize("local_ray", [{CRASH_ENV: "13"}], indirect=True)
-def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(local_ray, tmp_path, monkeypatch):
-    """Every try of the task dies; the driver bisects to the slot, as with local processes."""
-    from cudagen_data.pipeline import ray_executor
-
-    monkeypatch.setenv(CRASH_ENV, "13")  # the Ray workers have it from the runtime env
-    # fewer tries than in production: every try of a crashing slot costs a Ray worker start
-    monkeypatch.setattr(ray_executor, "TASK_RETRIES", 1)
-    monkeypatch.setattr(ray_executor, "ISOLATED_RETRIES", 0)
-    # batches of 4: the crashing slot is isolated in two halvings (each crash costs a Ray worker's start)
-    config = ProduceConfig(count=30, batch_size=4, **FAST)
-    produce(config, tmp_path / "local", workers=2, progress=False)
-    produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
-    rejects = [orjson.loads(line) for line in (tmp_path / "ray" / "rejects.jsonl").read_bytes().splitlines()]
-    assert [(r["slot"], r["reason"]) for r in rejects if r["reason"] == "worker_crash"] == [(13, "worker_crash")]
-    assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
-
-
 class TestOnOneRayInstance:
-    """Tests that leave the instance as they found it share it (the crash test sets its workers'
-    environment: an instance of its own)."""
+    """Tests that leave the instance as they found it share it (a Ray start and stop is ~4 s)."""
+
+    def test_a_kernel_that_crashes_its_ray_worker_is_rejected_as_locally(self, local_ray, tmp_path, monkeypatch):
+        """Every try of the task dies; the driver bisects to the slot, as with local processes."""
+        from cudagen_data.pipeline import ray_executor
+
+        monkeypatch.setenv(CRASH_ENV, "13")  # the local workers inherit it; the Ray tasks get it below
+        real_remote = ray.remote  # the tasks' own runtime environment: Ray starts workers of their own for it
+        monkeypatch.setattr(ray, "remote", lambda **kw: real_remote(**kw, runtime_env={"env_vars": {CRASH_ENV: "13"}}))
+        # fewer tries than in production: every try of a crashing slot costs a Ray worker start
+        monkeypatch.setattr(ray_executor, "TASK_RETRIES", 1)
+        monkeypatch.setattr(ray_executor, "ISOLATED_RETRIES", 0)
+        # batches of 4: the crashing slot is isolated in two halvings (each crash costs a Ray worker's start)
+        config = ProduceConfig(count=30, batch_size=4, **FAST)
+        produce(config, tmp_path / "local", workers=2, progress=False)
+        produce(config, tmp_path / "ray", workers=2, progress=False, executor="ray")
+        rejects = [orjson.loads(line) for line in (tmp_path / "ray" / "rejects.jsonl").read_bytes().splitlines()]
+        assert [(r["slot"], r["reason"]) for r in rejects if r["reason"] == "worker_crash"] == [(13, "worker_crash")]
+        assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
 
     def test_ray_writes_what_local_processes_write(self, local_ray, tmp_path):
         config = ProduceConfig(count=60, batch_size=8, shard_rows=16, **FAST)
@@ -192,7 +188,8 @@ class TestOnOneRayInstance:
 
     def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(self, local_ray, tmp_path):
         config = ProduceConfig(count=600, batch_size=50, **FAST)
-        produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
+        # the rows are the same with any workers: made here while the Ray run goes on
+        reference = Background(produce, config, tmp_path / "local", workers=0, progress=False)
         killed: list[int] = []
         stop = threading.Event()
 
@@ -213,6 +210,7 @@ class TestOnOneRayInstance:
         finally:
             stop.set()
             thread.join()
+        reference.result()
         assert killed, "no Ray worker was caught running a batch"
         assert comparable(tmp_path / "ray") == comparable(tmp_path / "local")
 
@@ -239,7 +237,7 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     # every try is killed with room to spare.  The reference in-process: the same rows (and recorded command)
     # as the command's, with any workers
     ref = ProduceConfig(count=300, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=40, jsonl=False)
-    produce(ref, tmp_path / "ref", workers=0, progress=False)
+    reference = Background(produce, ref, tmp_path / "ref", workers=0, progress=False)  # while the tries run
     out = tmp_path / "killed"
     ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
     # kill only once the driver has committed something (Ray start-up is not the point)
@@ -248,6 +246,7 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"
     res = cli(*ray_args)
     assert res.returncode == 0, res.stderr
+    reference.result()
     assert comparable(out) == comparable(tmp_path / "ref")
 
 
@@ -255,7 +254,8 @@ def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
     # 75 small tasks: the head node is still busy with them when the second node has started (with 50,
     # the second node once took only one before the run ended)
     config = ProduceConfig(count=600, batch_size=8, **FAST)
-    produce(config, tmp_path / "local", workers=0, progress=False)  # the rows are the same with any workers
+    # the rows are the same with any workers: made here while the Ray run goes on
+    reference = Background(produce, config, tmp_path / "local", workers=0, progress=False)
     joined: list = []
 
     def on_batch(result) -> None:
@@ -266,6 +266,7 @@ def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
     result = produce(
         config, tmp_path / "ray", progress=False, executor="ray", ray_address=cluster.address, on_batch=on_batch
     )
+    reference.result()
     assert joined
     assert len(result.tasks_by_node) == 2, f"tasks per node: {dict(result.tasks_by_node)}"
     assert min(result.tasks_by_node.values()) >= 2
