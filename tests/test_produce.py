@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from procs import kill_cli_repeatedly
+from procs import Background, kill_cli_repeatedly
 
 from cudagen_data.contracts import (
     SPLITS,
@@ -334,13 +334,14 @@ def test_kill_9_at_random_moments_then_resume(tmp_path):
         "--no-progress",
     ]
     ref = tmp_path / "ref"  # in-process: the same rows (and recorded command) as the command's, with any workers
-    produce(ProduceConfig(count=600, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=50), ref,
-            workers=0, progress=False)  # fmt: skip
+    config = ProduceConfig(count=600, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=50)
+    reference = Background(produce, config, ref, workers=0, progress=False)  # made while the tries run
     out = tmp_path / "killed"
     kills = kill_cli_repeatedly([*args, "--output", str(out)], tries=8, rng=random.Random(1234), wait=(1.5, 3.5))
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"
     res = cli(*args, "--output", str(out))
     assert res.returncode == 0, res.stderr
+    reference.result()
     assert comparable(out) == comparable(ref)
 
 
