@@ -3,12 +3,12 @@ work done in a thread while the test waits on other processes."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -55,26 +55,13 @@ def kill_cli_repeatedly(args: list[str], *, tries: int, rng: random.Random, wait
     return kills
 
 
-class Background:
-    """``fn(*args)`` in a thread, started now; :meth:`result` waits for it (and raises what
-    it raised).  For a reference run made while the test waits on other processes (Ray's
-    start-up and workers, a command killed again and again): the waits cost that thread
-    nothing, so the reference's seconds overlap them instead of adding to them."""
-
-    def __init__(self, fn: Callable, *args, **kwargs) -> None:
-        self._out: list = []
-        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), name="reference", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn, args, kwargs) -> None:
-        try:
-            self._out.append((True, fn(*args, **kwargs)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test by result()
-            self._out.append((False, exc))
-
-    def result(self):
-        self._thread.join()
-        ok, value = self._out[0]
-        if not ok:
-            raise value
-        return value
+def in_background(fn: Callable, *args, **kwargs) -> cf.Future:
+    """``fn(*args, **kwargs)`` started now in a thread of its own; the future's ``result()``
+    waits for it (and raises what it raised).  For a reference run made while the test waits
+    on other processes (Ray's start-up and workers, a command killed again and again): the
+    waits cost that thread nothing, so the reference's seconds overlap them instead of adding
+    to them."""
+    pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference")
+    future = pool.submit(fn, *args, **kwargs)
+    pool.shutdown(wait=False)  # the thread ends once fn returns
+    return future

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from procs import Background, kill_cli_repeatedly
+from procs import in_background, kill_cli_repeatedly
 
 from cudagen_data.contracts import (
     SPLITS,
@@ -335,7 +335,7 @@ def test_kill_9_at_random_moments_then_resume(tmp_path):
     ]
     ref = tmp_path / "ref"  # in-process: the same rows (and recorded command) as the command's, with any workers
     config = ProduceConfig(count=600, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=50)
-    reference = Background(produce, config, ref, workers=0, progress=False)  # made while the tries run
+    reference = in_background(produce, config, ref, workers=0, progress=False)  # made while the tries run
     out = tmp_path / "killed"
     kills = kill_cli_repeatedly([*args, "--output", str(out)], tries=8, rng=random.Random(1234), wait=(1.5, 3.5))
     assert kills >= 2, "the run finished before it could be killed twice; make it longer"

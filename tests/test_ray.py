@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from procs import Background, descendants, kill_cli_repeatedly
+from procs import descendants, in_background, kill_cli_repeatedly
 from test_produce import CATS, cli, comparable
 
 from cudagen_data.pipeline.config import ProduceConfig
@@ -189,7 +189,7 @@ class TestOnOneRayInstance:
     def test_a_ray_worker_killed_mid_task_is_retried_and_the_output_is_unchanged(self, local_ray, tmp_path):
         config = ProduceConfig(count=600, batch_size=50, **FAST)
         # the rows are the same with any workers: made here while the Ray run goes on
-        reference = Background(produce, config, tmp_path / "local", workers=0, progress=False)
+        reference = in_background(produce, config, tmp_path / "local", workers=0, progress=False)
         killed: list[int] = []
         stop = threading.Event()
 
@@ -237,7 +237,7 @@ def test_driver_killed_with_9_resumes_on_the_cluster(ray_head, tmp_path):
     # every try is killed with room to spare.  The reference in-process: the same rows (and recorded command)
     # as the command's, with any workers
     ref = ProduceConfig(count=300, categories=CATS, seed=5, fast=True, batch_size=8, shard_rows=40, jsonl=False)
-    reference = Background(produce, ref, tmp_path / "ref", workers=0, progress=False)  # while the tries run
+    reference = in_background(produce, ref, tmp_path / "ref", workers=0, progress=False)  # while the tries run
     out = tmp_path / "killed"
     ray_args = [*args, "--executor", "ray", "--ray-address", address, "--output", str(out)]
     # kill only once the driver has committed something (Ray start-up is not the point)
@@ -255,7 +255,7 @@ def test_a_node_started_during_the_run_takes_work(cluster, tmp_path):
     # the second node once took only one before the run ended)
     config = ProduceConfig(count=600, batch_size=8, **FAST)
     # the rows are the same with any workers: made here while the Ray run goes on
-    reference = Background(produce, config, tmp_path / "local", workers=0, progress=False)
+    reference = in_background(produce, config, tmp_path / "local", workers=0, progress=False)
     joined: list = []
 
     def on_batch(result) -> None:

@@ -114,9 +114,9 @@ def _without_cuda_pch(module, block_dim: int | None = None, enabled: bool = Fals
     by every later module of the process): the eval and GPU-suite workers, whose pools
     remove a dead worker's header (``remove_nvrtc_pch``), and the GPU suite's dry run.
     Measured for one process: the dry run's NVRTC ~2x less CPU, the GPU suite's builds ~5x
-    faster on an H200; 16 GPU-suite workers at once gained nothing (CUDA_STATE.md).  Never
-    after this process removed its own
-    header: NVRTC then fails every build ("invalid PCH directory"), so they go without.
+    faster on an H200; 16 GPU-suite workers at once gained nothing (CUDA_STATE.md).
+    Never after this process removed its own header: NVRTC then fails every build
+    ("invalid PCH directory"), so they go without.
     """
     wp = warp()
     enabled = enabled and not _pch_removed
