@@ -3,6 +3,7 @@ validate at each row's level; validate --workers; the first batch is cut fine fo
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import shutil
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def test_first_batch_is_cut_fine_then_normal():
     assert sizes(first_batch_ranges(config, 0, 1, 1)) == [10, 90]
     assert [r.start for r in first_batch_ranges(config, 3, 2, 2)] == [300, 310, 320, 360]
     scheduler = planning_scheduler(config, workers=500, first_batch=3, max_batches=5)  # a window of 1,000 units
-    scheduler._submit = lambda unit: setattr(unit, "future", __import__("concurrent.futures").futures.Future())
+    scheduler._submit = lambda unit: setattr(unit, "future", cf.Future())
     scheduler.fill()
     sizes = [(u.batch, len(u.slots)) for u in scheduler.units]
     # batch 4: the ~20 batches of work left fit one per worker (500), so it is cut as a
@@ -210,7 +211,6 @@ def test_a_slow_part_at_the_head_does_not_leave_the_other_workers_idle():
     """Results are consumed in slot order, but a part that finishes while an earlier one
     still runs frees its worker: the scheduler starts the next part at once instead of
     waiting for the head (on 16 workers the wait was half of all worker time)."""
-    import concurrent.futures as cf
     import threading
 
     config = ProduceConfig(count=2000, categories=CATS, batch_size=100)

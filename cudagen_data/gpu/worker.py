@@ -254,7 +254,7 @@ def _build_cuda(module, device: str, block_dim: int, arch: int) -> tuple[str, st
 
 def _compile_only(module, arch: int) -> tuple[str, str]:
     """Dry run without a GPU: compile the module's CUDA to PTX the way a GPU load would
-    (with NVRTC's precompiled header, as :func:`_build_cuda`: ~2x less CPU per row)."""
+    (with NVRTC's precompiled header, as :func:`_build_cuda`: its NVRTC ~2x less CPU)."""
     with tempfile.TemporaryDirectory(prefix="cudagen-gpu-") as tmp:
         return f"ptx sm_{arch} (compile only)", _guarded(
             lambda: warp_boundary.compile_module_to_ptx(module, arch, tmp, precompiled_header=True)

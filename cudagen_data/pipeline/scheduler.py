@@ -118,10 +118,10 @@ class Scheduler:
 
     def _acceptance(self, category: str) -> float:
         """Rows accepted per slot run so far in ``category`` (1 before any is consumed; at least
-        MIN_ACCEPTANCE, at most 1).  Counting every slot in flight as a row (as before) stopped the
-        submitting at the end of a run while the parts in flight could not fill the quotas
-        (their rejects and duplicates): on 16 workers, 31% of the workers' time was spent
-        idle waiting for those parts, then for the few made up after them."""
+        MIN_ACCEPTANCE, at most 1).  Counting every slot in flight as a row would stop the
+        submitting near the end of a run while the parts in flight cannot fill the quotas
+        (their rejects and duplicates): workers would idle until those parts return, then
+        until the few slots made up after them do."""
         # at most 1: a repair's rows are accepted, its slots not counted as consumed
         return min(1.0, max(MIN_ACCEPTANCE, (self.accepted(category) + 1) / (self.consumed[category] + 1)))
 
