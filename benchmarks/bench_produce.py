@@ -533,6 +533,11 @@ def main() -> None:
         action="store_true",
         help="time a fresh `cudagen produce --count COUNT` to its progress bar's first move and first committed batch",
     )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="copy the full run's dataset folder here (to compare two versions' rows: benchmarks/compare_runs.py)",
+    )
     args = ap.parse_args()
 
     from cudagen_data.extract.levels import compiler_record
@@ -576,6 +581,8 @@ def main() -> None:
         if args.count <= 0:
             return
         full = run(args.count, cats, args.workers, False, args.batch_size, tmp / "full")
+        if args.keep is not None:
+            shutil.copytree(tmp / "full", args.keep)
         full_s, stats, rss = full.seconds, full.stats, full.rss_mb
         n = stats["total_pairs"]
         full_rate = n / full_s

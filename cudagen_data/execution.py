@@ -10,6 +10,7 @@ gradients of its float inputs (wp.Tape, seeded output gradients) are finite.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from . import inputs_matter, spans, warp_boundary
+from . import inputs_matter, sizes, spans, warp_boundary
 from .bisect import bisect_failures
 from .contracts.reject import RejectReason, error_line
 from .contracts.test_vectors import TestVectors, VectorSet
@@ -189,21 +190,24 @@ def execute_specs(
             if build_error is not None and len(idx) > 1:
                 return None  # one kernel broke the shared build: bisect
             results = []
-            for i, spec, kernel, error in zip(idx, sub, kernels, errors, strict=False):
+            for i, spec, kernel, error, with_adjoint in zip(idx, sub, kernels, errors, backward, strict=False):
                 if kernel is None:
                     results.append(ExecutionResult(False, RejectReason.LOAD_ERROR, error))
                 elif build_error is not None:
                     results.append(ExecutionResult(False, RejectReason.BUILD_ERROR, build_error))
                 else:
                     inputs, grads = given[i] if given is not None and given[i] is not None else (None, None)
-                    with spans.span("execute.run"):
+                    with spans.span("execute.run"), contextlib.ExitStack() as stack:
                         check = reference_checks.get(spec.category)
+                        cpu0 = time.process_time()
                         result = run_kernel(spec, kernel, device, check, inputs, grads)
+                        seconds = time.process_time() - cpu0
                         if result.ok and probe_inputs:
                             probe_inputs_of(spec, kernel, device, result)
                         if result.ok:
+                            judge = _Judge(spec, seconds, stack, device, backward=with_adjoint)
                             for sized in more[i] if more is not None else ():
-                                result.more_sizes.append(_run_size(sized, kernel, device, check))
+                                result.more_sizes.append(_run_size(sized, kernel, device, check, judge))
                     results.append(result)
                     if on_run is not None and result.ok:
                         on_run(i, kernel, result)
@@ -212,14 +216,63 @@ def execute_specs(
     return bisect_failures(list(range(len(specs))), attempt)
 
 
-def _run_size(sized: SizedRun, kernel, device: str, check) -> tuple[str, KernelSpec, ExecutionResult]:
+# A guessed size whose run is predicted to take longer than this (the first run's CPU time
+# times sizes.work_growth) is first tried on an optimized build of the kernel (below).
+COSTLY_GUESS_SECONDS = 1.0
+JUDGE_OPT_LEVEL = 2  # Warp's default level: its runs ~5-10x faster than CPU_OPT_LEVEL's on loops
+
+
+class _Judge:
+    """Fails a costly guessed size cheaply.  The size search (sizes.py) tries guesses in
+    order until one passes; a guess that grows a loop bound with the launch can run for
+    seconds at CPU_OPT_LEVEL before its guard sees the write past the end, and its failure
+    is only seen once its last threads run.  Such a guess is first run on the same source
+    built at JUDGE_OPT_LEVEL (one build per kernel, made the first time it is needed): a
+    failure there is the guess's verdict (the same C++, and the two levels record the same
+    bits: tests/test_cpu_build.py); a pass is run again on the row's own build, which alone
+    records what a row keeps."""
+
+    def __init__(self, spec: KernelSpec, seconds: float, stack: contextlib.ExitStack, device: str, backward: bool):
+        self.spec, self.seconds, self.stack, self.device, self.backward = spec, seconds, stack, device, backward
+        self._kernel = None
+        self._built = False
+
+    def costly(self, guess: KernelSpec, sized: SizedRun) -> bool:
+        if self.device != "cpu" or sized.guard <= 0 or sized.given is not None:
+            return False  # only guesses made on the CPU are judged so (recorded sizes are known to pass)
+        return self.seconds * sizes.work_growth(self.spec, guess) > COSTLY_GUESS_SECONDS
+
+    def kernel(self):
+        """The kernel built at JUDGE_OPT_LEVEL (None if that build fails: then every guess runs as before)."""
+        if not self._built:
+            self._built = True
+            module, kernels, _ = self.stack.enter_context(
+                warp_boundary.batch_module(
+                    [(self.spec.python_source, self.spec.kernel_name)],
+                    optimization_level=JUDGE_OPT_LEVEL,
+                    backward=[self.backward],
+                )
+            )
+            if kernels[0] is not None and warp_boundary.build_module(module, self.device) is None:
+                self._kernel = kernels[0]
+        return self._kernel
+
+
+def _run_size(
+    sized: SizedRun, kernel, device: str, check, judge: _Judge | None = None
+) -> tuple[str, KernelSpec, ExecutionResult]:
     """(label, spec, run) of a size: its spec's run, or the first of its alternatives that
     passes (the first failure where none does)."""
     first = None
     for spec in (sized.spec, *sized.alternatives):
         t0, c0 = time.perf_counter(), time.process_time()
         inputs, grads = sized.given or (draw_inputs(spec, sized.label), None)
-        run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)
+        run = None
+        if judge is not None and judge.costly(spec, sized) and judge.kernel() is not None:
+            judged = run_kernel(spec, judge.kernel(), device, check, inputs, grads, sized.label, sized.guard)
+            run = None if judged.ok else judged
+        if run is None:
+            run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)
         if run.ok:
             return sized.label, spec, run
         # a guess that failed: the size search's cost above the runs a row keeps (bench_produce's breakdown)

@@ -17,7 +17,10 @@ How a spec is resized, without asking its generator: the first launch axis grows
 A resize is a guess, tried under guard: the arrays sit in buffers with a sentinel tail
 (execution.run_kernel's ``guard``), and a size whose run writes past an array (or reads
 NaN from past one), fails the output checks or the category's reference check is left
-out, with the reason in the row's ``size_note``.  A kernel
+out, with the reason in the row's ``size_note``.  A guess whose run
+:func:`work_growth` predicts to be costly is first tried on an optimized build of the
+kernel, which can fail it in a fraction of the time (execution._Judge); it never changes
+which size is kept.  A kernel
 whose source fixes its size is a fixed-size kernel: :func:`fixed_size_reason` says so
 before anything runs (the row's ``size_note`` is then ``fixed size: <reason>``).
 
@@ -32,7 +35,9 @@ What a generator declares in ``params`` (the two keys below are read here, nowhe
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 from typing import Any
 
 from .spec import ArgSpec, KernelSpec
@@ -137,6 +142,62 @@ def alternatives(spec: KernelSpec, n: int) -> list[KernelSpec]:
             if len(out) >= MAX_ALTERNATIVES:
                 break
     return out
+
+
+def work_growth(spec: KernelSpec, sized: KernelSpec) -> float:
+    """Roughly how many times more CPU a run of ``sized`` takes than one of ``spec``: the
+    launch's growth times the growth of every argument that bounds a ``for ... in
+    range(...)`` loop of the source (an int scalar, or an array's extent ``a.shape[k]``).
+    An estimate, not a verdict: it picks how a guessed size is first tried
+    (execution._run_size), never which size a row keeps.  A guess that grows a scalar bound
+    with the launch (``n_experts`` equal to the token count) is ~launch-squared work."""
+    before, after = _bound_values(spec), _bound_values(sized)
+    growth = _prod(sized.launch_dim) / max(1, _prod(spec.launch_dim))
+    for key, value in before.items():
+        if value > 0 and after.get(key, value) > value:
+            growth *= after[key] / value
+    return growth
+
+
+def _bound_values(spec: KernelSpec) -> dict[tuple[str, int], float]:
+    """The value, in ``spec``, of each argument a loop bound of its source reads."""
+    bounds = _loop_bounds(spec.python_source)
+    out = {}
+    for a in spec.args:
+        if a.kind == "array":
+            out.update({(a.name, k): float(d) for k, d in enumerate(a.shape) if (a.name, k) in bounds})
+        elif (a.name, -1) in bounds and a.dtype.startswith(("int", "uint")):
+            out[(a.name, -1)] = float(a.domain[1])
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _loop_bounds(source: str) -> frozenset[tuple[str, int]]:
+    """(name, axis) of every ``name.shape[axis]`` and (name, -1) of every bare name that a
+    ``range(...)`` loop bound of ``source`` reads."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    found = set()
+    for loop in ast.walk(tree):
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)):
+            continue
+        if not (isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"):
+            continue
+        for node in (n for arg in loop.iter.args for n in ast.walk(arg)):
+            if isinstance(node, ast.Name):
+                found.add((node.id, -1))
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "shape"
+                and isinstance(node.value.value, ast.Name)
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, int)
+            ):
+                found.add((node.value.value.id, node.slice.value))
+    return frozenset(found)
 
 
 def _first_grown(key: str, value: Any, chosen: set[str], extent: dict[int, int]) -> Any:

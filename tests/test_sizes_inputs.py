@@ -383,3 +383,91 @@ def test_guard_cells_hold_their_sentinel_and_any_changed_cell_is_a_breach(dtype)
             assert guards.breach() == (RejectReason.OUT_OF_BOUNDS, f"writes before the start of {name!r} at this size")
             head[where] = keep
     assert guards.breach() is None
+
+
+# Each thread loops over n, which equals the launch (a size passed by value, grown with it),
+# and writes hist[t * n + e]: hist grows as 4 rows per thread, so at a grown size the last
+# threads write past its end.  The size search's costliest kind of failed guess, small.
+HIST = _spec(
+    """import warp as wp
+
+@wp.kernel
+def spread_rows(x: wp.array(dtype=float), hist: wp.array(dtype=float), n: int):
+    t = wp.tid()
+    for e in range(n):
+        hist[t * n + e] = x[t] * float(e + 1)
+""",
+    [
+        _arr("x", "float32", (4,)),
+        _arr("hist", "float32", (16,), "out"),
+        ArgSpec("n", "scalar", "int32", (), "in", (4.0, 4.0)),
+    ],
+    (4,),
+)
+
+
+def test_work_growth_follows_the_loop_bounds_a_guess_grows():
+    """sizes.work_growth: the launch's growth times that of each argument a loop bound reads."""
+    from cudagen_data.sizes import work_growth
+
+    (_, large, _, _), (_, ragged, _, _) = other_sizes(HIST)
+    assert [a.domain for a in ragged.args if a.name == "n"] == [(257.0, 257.0)]
+    assert work_growth(HIST, large) == 2 * 2 and work_growth(HIST, ragged) == (257 / 4) ** 2
+    (_, scale_large, _, _), _ = other_sizes(SCALE)  # no loop: the launch alone
+    assert work_growth(SCALE, scale_large) == 2
+
+
+def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(monkeypatch):
+    """A guessed size predicted to be costly is first run on the kernel built at
+    JUDGE_OPT_LEVEL; a failure there is its verdict, a pass is run again on the row's own
+    build.  Judging every guess so (threshold 0) must record exactly what running them all
+    on the row's own build records: each size kept or left out, each reason with its
+    numbers, each recorded output and gradient; and every kept run must come from the
+    row's build.  The wrong judges this catches: one that keeps its own runs, one that
+    drops the guard, one used for sizes a row recorded (validate's re-runs)."""
+    from cudagen_data import execution
+
+    # a failure under the guard; a first guess that fails and an alternative kept; failures
+    # whose reason carries the outputs' numbers (the two builds must agree to the bit)
+    specs = [HIST, generate("attention", 1, 3), generate("softmax", 1, 4)]
+    calls = []
+    real = execution.run_kernel
+
+    def spy(spec, kernel, *args, **kwargs):
+        run = real(spec, kernel, *args, **kwargs)
+        calls.append((kernel.module.options["optimization_level"], id(spec), run.ok))
+        return run
+
+    monkeypatch.setattr(execution, "run_kernel", spy)
+
+    def recorded(runs):
+        return [
+            [
+                (label, r.ok, r.reason, r.detail, vectors_of(s, r).to_json() if r.ok else None)
+                for label, s, r in run.more_sizes
+            ]
+            for run in runs
+        ]
+
+    monkeypatch.setattr(execution, "COSTLY_GUESS_SECONDS", float("inf"))
+    plain = _run_checked(specs)
+    assert {level for level, _, _ in calls} == {execution.CPU_OPT_LEVEL}
+    calls.clear()
+    monkeypatch.setattr(execution, "COSTLY_GUESS_SECONDS", 0.0)
+    judged = _run_checked(specs)
+    assert recorded(judged) == recorded(plain)
+    assert any(not ok for level, _, ok in calls if level == execution.JUDGE_OPT_LEVEL)  # a failure judged there
+    for run in judged:
+        for _, spec, r in run.more_sizes:
+            if r.ok:  # the last run of a kept size was on the row's own build
+                assert [lvl for lvl, s, _ in calls if s == id(spec)][-1] == execution.CPU_OPT_LEVEL
+    # HIST's guesses failed on the optimized build, under its guard, and never ran on the row's
+    assert [r.reason for _, _, r in judged[0].more_sizes] == [RejectReason.OUT_OF_BOUNDS] * 2
+    assert [(lvl, ok) for lvl, s, ok in calls if s in {id(g) for _, g, _ in judged[0].more_sizes}] == [
+        (execution.JUDGE_OPT_LEVEL, False)
+    ] * 2
+    calls.clear()
+    kept = [SizedRun(label, s, given=(r.inputs, r.output_grads)) for label, s, r in plain[1].more_sizes]
+    assert len(kept) == 2 and all(r.ok for _, _, r in plain[1].more_sizes)
+    execute_specs(specs[1:2], more=[kept])  # recorded sizes (validate): never judged, whatever the threshold
+    assert {level for level, _, _ in calls} == {execution.CPU_OPT_LEVEL}
