@@ -19,8 +19,9 @@ A resize is a guess, tried under guard: the arrays sit in buffers with a sentine
 NaN from past one), fails the output checks or the category's reference check is left
 out, with the reason in the row's ``size_note``.  A guess whose run
 :func:`work_growth` predicts to be costly is first tried on an optimized build of the
-kernel, which can fail it in a fraction of the time (execution._Judge); it never changes
-which size is kept.  A kernel
+kernel, which fails it in a fraction of the time (execution._Judge: a failure there is
+the verdict, the two builds recording the same bits; a pass runs again on the row's own
+build), so which size is kept does not change.  A kernel
 whose source fixes its size is a fixed-size kernel: :func:`fixed_size_reason` says so
 before anything runs (the row's ``size_note`` is then ``fixed size: <reason>``).
 
