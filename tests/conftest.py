@@ -16,10 +16,13 @@
   once per run, by whichever worker asks first, under a file lock (tests/shared.py); this
   makes the run's folder for it.  Warp's CPU precompiled header is shared the same way
   (``CUDAGEN_CPU_PCH_DIR``, a folder in it): built by the first process, copied by the rest.
+- **Bytecode compiled once.** The package and the tests are compiled to ``__pycache__`` before
+  the workers start: with ``PYTHONDONTWRITEBYTECODE`` set, every process would compile them again.
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import tempfile
@@ -30,6 +33,7 @@ import shared
 from cudagen_data.warp_boundary.runtime import CPU_PCH_ENV
 
 WORKERS = 2
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Seconds per module (tests' durations summed; a run on 2 workers beside other work): only
 # their order matters, costliest first, so that no big module starts last.  A module not
@@ -118,6 +122,12 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist workers, started after this, inherit it."""
     if hasattr(config, "workerinput") or os.environ.get(shared.ENV):
         return
+    # The run starts ~290 Python processes, most importing the package; where
+    # PYTHONDONTWRITEBYTECODE is set (these machines) none keeps the bytecode it compiles, so
+    # each compiles the package again.  Compiled once here, before the first worker starts
+    # (__pycache__ is ignored by git and by the copies test_cross_env_determinism makes).
+    for tree in ("cudagen_data", "tests"):
+        compileall.compile_dir(os.path.join(REPO, tree), quiet=1)
     folder = tempfile.mkdtemp(prefix="cudagen-tests-shared-")
     os.environ[shared.ENV] = folder
     # ~60 processes of the run build Warp CPU modules; each would build clang's header of Warp's
