@@ -539,6 +539,8 @@ def main() -> None:
         help="copy the full run's dataset folder here (to compare two versions' rows: benchmarks/compare_runs.py)",
     )
     args = ap.parse_args()
+    if args.keep is not None and args.keep.exists():
+        ap.error(f"--keep {args.keep}: already exists (the full run's folder is copied there after the run)")
 
     from cudagen_data.extract.levels import compiler_record
     from cudagen_data.generators import categories as all_categories

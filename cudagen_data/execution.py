@@ -219,7 +219,7 @@ def execute_specs(
 # A guessed size whose run is predicted to take longer than this (the first run's CPU time
 # times sizes.work_growth) is first tried on an optimized build of the kernel (below).
 COSTLY_GUESS_SECONDS = 1.0
-JUDGE_OPT_LEVEL = 2  # Warp's default level: its runs ~5-10x faster than CPU_OPT_LEVEL's on loops
+JUDGE_OPT_LEVEL = 2  # Warp's default level: its runs several times faster than CPU_OPT_LEVEL's on loops
 
 
 class _Judge:
@@ -234,28 +234,26 @@ class _Judge:
 
     def __init__(self, spec: KernelSpec, seconds: float, stack: contextlib.ExitStack, device: str, backward: bool):
         self.spec, self.seconds, self.stack, self.device, self.backward = spec, seconds, stack, device, backward
-        self._kernel = None
-        self._built = False
 
     def costly(self, guess: KernelSpec, sized: SizedRun) -> bool:
         if self.device != "cpu" or sized.guard <= 0 or sized.given is not None:
             return False  # only guesses made on the CPU are judged so (recorded sizes are known to pass)
         return self.seconds * sizes.work_growth(self.spec, guess) > COSTLY_GUESS_SECONDS
 
+    @functools.cached_property
     def kernel(self):
-        """The kernel built at JUDGE_OPT_LEVEL (None if that build fails: then every guess runs as before)."""
-        if not self._built:
-            self._built = True
-            module, kernels, _ = self.stack.enter_context(
-                warp_boundary.batch_module(
-                    [(self.spec.python_source, self.spec.kernel_name)],
-                    optimization_level=JUDGE_OPT_LEVEL,
-                    backward=[self.backward],
-                )
+        """The kernel built at JUDGE_OPT_LEVEL, the first time it is asked for (None if that
+        build fails: then every guess runs as before)."""
+        module, kernels, _ = self.stack.enter_context(
+            warp_boundary.batch_module(
+                [(self.spec.python_source, self.spec.kernel_name)],
+                optimization_level=JUDGE_OPT_LEVEL,
+                backward=[self.backward],
             )
-            if kernels[0] is not None and warp_boundary.build_module(module, self.device) is None:
-                self._kernel = kernels[0]
-        return self._kernel
+        )
+        if kernels[0] is not None and warp_boundary.build_module(module, self.device) is None:
+            return kernels[0]
+        return None
 
 
 def _run_size(
@@ -268,8 +266,8 @@ def _run_size(
         t0, c0 = time.perf_counter(), time.process_time()
         inputs, grads = sized.given or (draw_inputs(spec, sized.label), None)
         run = None
-        if judge is not None and judge.costly(spec, sized) and judge.kernel() is not None:
-            judged = run_kernel(spec, judge.kernel(), device, check, inputs, grads, sized.label, sized.guard)
+        if judge is not None and judge.costly(spec, sized) and judge.kernel is not None:
+            judged = run_kernel(spec, judge.kernel, device, check, inputs, grads, sized.label, sized.guard)
             run = None if judged.ok else judged
         if run is None:
             run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)

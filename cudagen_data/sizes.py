@@ -41,6 +41,7 @@ import dataclasses
 import functools
 from typing import Any
 
+from .astwalk import walk
 from .spec import ArgSpec, KernelSpec
 
 BLOCK = 256  # threads per block of wp.launch on CUDA (Warp's default)
@@ -181,12 +182,12 @@ def _loop_bounds(source: str) -> frozenset[tuple[str, int]]:
     except SyntaxError:
         return frozenset()
     found = set()
-    for loop in ast.walk(tree):
+    for loop in walk(tree):
         if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)):
             continue
         if not (isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"):
             continue
-        for node in (n for arg in loop.iter.args for n in ast.walk(arg)):
+        for node in (n for arg in loop.iter.args for n in walk(arg)):
             if isinstance(node, ast.Name):
                 found.add((node.id, -1))
             elif (
