@@ -376,10 +376,14 @@ def _fmt(value: float | None, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.1f}"
 
 
-def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned: list, kernels_tried: int) -> None:
+def print_breakdown(
+    m: Measured, workers: int, floor_wall: float | None, floor_returned: list, kernels_tried: int
+) -> None:
     """Seconds per part summed over workers, the pipeline's beside the floor's: wall
     seconds (adding up to workers x wall time on each side) and CPU seconds (what a loaded
-    machine leaves comparable)."""
+    machine leaves comparable).  ``floor_wall`` None (--skip-floor): the pipeline's alone,
+    its floor columns 0 (a scaling run at 1 worker would take twice as long with its floor)."""
+    floor_wall = floor_wall or 0.0
     pipe, pipe_cpu, info = lanes(m)
     floor: dict[str, float] = {}
     floor_cpu: dict[str, float] = {}
@@ -395,10 +399,14 @@ def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned
             floor_cpu.get("@part_rest", 0.0) + r["cpu"] - sum(r["cpu_spans"].get(n, 0.0) for n in STAGE_SPANS)
         )
         floor["@tail"] = floor.get("@tail", 0.0) + floor_wall - r["wall"]
-    pipe_total, floor_total = workers * m.seconds, workers * floor_wall
+    pipe_total, floor_total = workers * m.seconds, (workers if floor_returned else 0) * floor_wall
     print(
         f"breakdown: seconds by part, summed over {workers} workers; wall: pipeline {workers} x {m.seconds:.1f} s"
-        f" = {pipe_total:.1f}, floor {workers} x {floor_wall:.1f} s = {floor_total:.1f}"
+        + (
+            f" = {pipe_total:.1f}, floor {workers} x {floor_wall:.1f} s = {floor_total:.1f}"
+            if floor_returned
+            else f" = {pipe_total:.1f}; floor not measured (--skip-floor): its columns are 0"
+        )
     )
     print(f"  {'part':<58}{'wall:pipe':>10}{'floor':>9}{'CPU:pipe':>10}{'floor':>9}{'pipe-floor':>11}")
     sums = [0.0, 0.0, 0.0, 0.0]
@@ -430,8 +438,8 @@ def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned
     )
     print(
         f"  CPU seconds of the run, start-up, driver and unused parts included: pipeline {run_cpu:.1f}, floor"
-        f" {f_cpu:.1f}; ratio {run_cpu / max(f_cpu, 1e-9):.2f} (what a loaded machine leaves comparable; idle"
-        f" time aside)"
+        f" {f_cpu:.1f}; ratio {run_cpu / f_cpu if f_cpu else float('nan'):.2f} (what a loaded machine leaves"
+        f" comparable; idle time aside)"
     )
     slots = pipe.get("@slots", 0)
     print(
@@ -460,6 +468,21 @@ def print_breakdown(m: Measured, workers: int, floor_wall: float, floor_returned
     )
     first = min((t.ended for t in info["timings"]), default=m.started)
     print(f"  first part returned {first - m.started:.1f} s after produce() was called")
+    print_longest_parts(m, info["timings"])
+
+
+def print_longest_parts(m: Measured, timings: list, top: int = 3) -> None:
+    """The parts that bound the run's wall time from below (a part runs on one worker:
+    however many workers, the run lasts at least as long as its longest part, and a part
+    at the head of the slot order holds the commit of every part after it), each with
+    where its time went (its largest spans; execute.run holds execute.run.failed_size)."""
+    for t in sorted(timings, key=lambda t: t.started - t.ended)[:top]:
+        spans_ = {k: v for k, v in t.spans.items() if k not in ("execute", "gradcheck", "rows")}  # ones with parts
+        big = ", ".join(f"{k} {v:.1f}" for k, v in sorted(spans_.items(), key=lambda kv: -kv[1])[:4])
+        print(
+            f"  a longest part: {t.ended - t.started:.1f} s wall ({t.slots} slots), from {t.started - m.started:.1f}"
+            f" to {t.ended - m.started:.1f} s of the run's {m.seconds:.1f} s; largest spans (s): {big}"
+        )
 
 
 # --------------------------------------------------------------------------- first results
@@ -623,6 +646,8 @@ def main() -> None:
                 " +15% at 1,000 pairs, +10% at 10,000)"
             )
             print_breakdown(full, args.workers, floor_s, floor_returned, stats["kernels_tried"])
+        else:
+            print_breakdown(full, args.workers, None, [], stats["kernels_tried"])
         if args.skip_validate:
             print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return

@@ -222,28 +222,21 @@ COSTLY_GUESS_SECONDS = 1.0
 JUDGE_OPT_LEVEL = 2  # Warp's default level: its runs several times faster than CPU_OPT_LEVEL's on loops
 
 
-class _Judge:
-    """Fails a costly guessed size cheaply.  The size search (sizes.py) tries guesses in
-    order until one passes; a guess that grows a loop bound with the launch can run for
-    seconds at CPU_OPT_LEVEL before its guard sees the write past the end, and its failure
-    is only seen once its last threads run.  Such a guess is first run on the same source
-    built at JUDGE_OPT_LEVEL (one build per kernel, made the first time it is needed): a
-    failure there is the guess's verdict (the same C++, and the two levels record the same
-    bits: tests/test_cpu_build.py); a pass is run again on the row's own build, which alone
-    records what a row keeps."""
+class OptimizedBuild:
+    """``spec``'s source built again at JUDGE_OPT_LEVEL, the first time its kernel is asked
+    for (one build, held by ``stack``): runs several times faster than the row's
+    CPU_OPT_LEVEL build on loops, and records the same bits (the same C++; no fast math:
+    tests/test_cpu_build.py).  Used where a run's cost, not what it records, is the
+    question: the size search's costly guesses (``_Judge``) and the gradient check's
+    costly sizes (gradcheck.check_own_build)."""
 
-    def __init__(self, spec: KernelSpec, seconds: float, stack: contextlib.ExitStack, device: str, backward: bool):
-        self.spec, self.seconds, self.stack, self.device, self.backward = spec, seconds, stack, device, backward
-
-    def costly(self, guess: KernelSpec, sized: SizedRun) -> bool:
-        if self.device != "cpu" or sized.guard <= 0 or sized.given is not None:
-            return False  # only guesses made on the CPU are judged so (recorded sizes are known to pass)
-        return self.seconds * sizes.work_growth(self.spec, guess) > COSTLY_GUESS_SECONDS
+    def __init__(self, spec: KernelSpec, stack: contextlib.ExitStack, device: str, backward: bool):
+        self.spec, self.stack, self.device, self.backward = spec, stack, device, backward
 
     @functools.cached_property
     def kernel(self):
-        """The kernel built at JUDGE_OPT_LEVEL, the first time it is asked for (None if that
-        build fails: then every guess runs as before)."""
+        """The kernel built at JUDGE_OPT_LEVEL (None if that build fails: then the caller
+        runs on the row's build as before)."""
         module, kernels, _ = self.stack.enter_context(
             warp_boundary.batch_module(
                 [(self.spec.python_source, self.spec.kernel_name)],
@@ -254,6 +247,24 @@ class _Judge:
         if kernels[0] is not None and warp_boundary.build_module(module, self.device) is None:
             return kernels[0]
         return None
+
+
+class _Judge(OptimizedBuild):
+    """Fails a costly guessed size cheaply.  The size search (sizes.py) tries guesses in
+    order until one passes; a guess that grows a loop bound with the launch can run for
+    seconds at CPU_OPT_LEVEL before its guard sees the write past the end, and its failure
+    is only seen once its last threads run.  Such a guess is first run on the
+    OptimizedBuild of the same source: a failure there is the guess's verdict; a pass is
+    run again on the row's own build, which alone records what a row keeps."""
+
+    def __init__(self, spec: KernelSpec, seconds: float, stack: contextlib.ExitStack, device: str, backward: bool):
+        super().__init__(spec, stack, device, backward)
+        self.seconds = seconds
+
+    def costly(self, guess: KernelSpec, sized: SizedRun) -> bool:
+        if self.device != "cpu" or sized.guard <= 0 or sized.given is not None:
+            return False  # only guesses made on the CPU are judged so (recorded sizes are known to pass)
+        return self.seconds * sizes.work_growth(self.spec, guess) > COSTLY_GUESS_SECONDS
 
 
 def _run_size(

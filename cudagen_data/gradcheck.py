@@ -34,17 +34,27 @@ All kernels of a batch are built as one Warp CPU module, like execution.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xxhash
 
-from . import spans, warp_boundary
+from . import sizes, spans, warp_boundary
 from .contracts.test_vectors import TestVectors
-from .execution import CPU_OPT_LEVEL, ExecutionResult, call_name, forward_only_reason, launch, to_warp
+from .execution import (
+    CPU_OPT_LEVEL,
+    ExecutionResult,
+    OptimizedBuild,
+    call_name,
+    forward_only_reason,
+    launch,
+    to_warp,
+)
 from .numerics.twin import NativeFloat64, TwinUnavailable, twin_spec, widen_all
 from .spec import ArgSpec, KernelSpec, is_float_dtype
 
@@ -308,7 +318,9 @@ def check_gradients(
                 if error is None:
                     with spans.span("gradcheck.probe"):
                         for p, kernel in live:
-                            results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos])
+                            with contextlib.ExitStack() as stack:
+                                faster = _faster(p.spec, stack, device)
+                                results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos], faster)
                     return
                 culprit = _blamed(live, error)
                 if culprit is None:
@@ -355,14 +367,34 @@ def check_own_build(spec: KernelSpec, kernel, point: Point, *, device: str = "cp
     plan = _plan(0, spec, point)
     if plan.spec is not spec:
         return None
-    return _check_sizes(plan, kernel, device, spec, point)
+    with contextlib.ExitStack() as stack:
+        return _check_sizes(plan, kernel, device, spec, point, _faster(spec, stack, device))
 
 
-def _check_sizes(plan: _Plan, kernel, device: str, original: KernelSpec, point: Point) -> GradientCheck:
+def _faster(checked: KernelSpec, stack: contextlib.ExitStack, device: str) -> OptimizedBuild | None:
+    """The kernel the check runs (the twin, or the row's own), built for speed if a size
+    needs it (built lazily: most checks never ask); CPU builds only."""
+    return OptimizedBuild(checked, stack, device, backward=True) if device == "cpu" else None
+
+
+# A size whose check is predicted to take longer than this (the first size's check CPU
+# time times sizes.work_growth) is checked on an OptimizedBuild of the kernel checked (the
+# row's own, or its float64 twin): a float64 gemm's check at 257 x 257 x 257 took 48 s at
+# CPU_OPT_LEVEL on the 2-core machine, the one part that bounded a 16-worker run (#28).
+COSTLY_CHECK_SECONDS = 1.0
+
+
+def _check_sizes(
+    plan: _Plan, kernel, device: str, original: KernelSpec, point: Point, faster: OptimizedBuild | None = None
+) -> GradientCheck:
     """:func:`_check_one` at the point's own size, then at each of its other sizes on the
     same kernel: verified where every size verifies (or, past the first, has only
-    non-smooth probes); the first size's verdict otherwise, or the first mismatch."""
+    non-smooth probes); the first size's verdict otherwise, or the first mismatch.
+    ``faster``: the same source built for speed, for the sizes predicted to be costly
+    (same code, same bits: what the check records does not depend on which build ran it)."""
+    cpu0 = time.process_time()
     first = _check_one(plan, kernel, device, original)
+    seconds = time.process_time() - cpu0
     if first.status != "verified" or not point.sizes:
         return first
     checks = [first]
@@ -371,7 +403,13 @@ def _check_sizes(plan: _Plan, kernel, device: str, original: KernelSpec, point: 
             q = _Plan(plan.pos, sized, plan.precision, inputs, seeds, plan.fallback)
         else:
             q = _Plan(plan.pos, twin_spec(sized), FLOAT64, widen_all(inputs, sized.args), widen_all(seeds, sized.args))
-        check = _check_one(q, kernel, device, sized)
+        on = kernel
+        if (
+            faster is not None
+            and seconds * sizes.work_growth(original, sized, point.inputs, inputs) > COSTLY_CHECK_SECONDS
+        ):
+            on = faster.kernel or kernel
+        check = _check_one(q, on, device, sized)
         if check.status == "mismatch":
             size = "x".join(str(d) for d in sized.launch_dim)
             return dataclasses.replace(check, reason=f"at launch {size}: {check.reason}")

@@ -146,14 +146,19 @@ def alternatives(spec: KernelSpec, n: int) -> list[KernelSpec]:
     return out
 
 
-def work_growth(spec: KernelSpec, sized: KernelSpec) -> float:
+def work_growth(
+    spec: KernelSpec, sized: KernelSpec, values: dict | None = None, sized_values: dict | None = None
+) -> float:
     """Roughly how many times more CPU a run of ``sized`` takes than one of ``spec``: the
     launch's growth times the growth of every argument that bounds a ``for ... in
     range(...)`` loop of the source (an int scalar, or an array's extent ``a.shape[k]``).
-    An estimate, not a verdict: it picks how a guessed size is first tried
-    (execution._run_size), never which size a row keeps.  A guess that grows a scalar bound
-    with the launch (``n_experts`` equal to the token count) is ~launch-squared work."""
-    before, after = _bound_values(spec), _bound_values(sized)
+    A scalar's value is its domain's top unless ``values`` / ``sized_values`` (inputs by
+    argument name) give it: a recorded size keeps its size arguments in its inputs, not in
+    its spec (TestVectors.sized_spec).  An estimate, not a verdict: it picks how a run is
+    first tried or which build runs a check (execution._run_size, gradcheck._check_sizes),
+    never what a row keeps.  A size that grows a scalar bound with the launch (``n_experts``
+    equal to the token count) is ~launch-squared work."""
+    before, after = _bound_values(spec, values), _bound_values(sized, sized_values)
     growth = _prod(sized.launch_dim) / max(1, _prod(spec.launch_dim))
     for key, value in before.items():
         if value > 0 and after.get(key, value) > value:
@@ -161,15 +166,16 @@ def work_growth(spec: KernelSpec, sized: KernelSpec) -> float:
     return growth
 
 
-def _bound_values(spec: KernelSpec) -> dict[tuple[str, int], float]:
-    """The value, in ``spec``, of each argument a loop bound of its source reads."""
+def _bound_values(spec: KernelSpec, values: dict | None = None) -> dict[tuple[str, int], float]:
+    """The value, in ``spec`` (or ``values``), of each argument a loop bound of its source reads."""
     bounds = _loop_bounds(spec.python_source)
     out = {}
     for a in spec.args:
         if a.kind == "array":
             out.update({(a.name, k): float(d) for k, d in enumerate(a.shape) if (a.name, k) in bounds})
         elif (a.name, -1) in bounds and a.dtype.startswith(("int", "uint")):
-            out[(a.name, -1)] = float(a.domain[1])
+            given = values.get(a.name) if values is not None else None
+            out[(a.name, -1)] = float(a.domain[1] if given is None else given)
     return out
 
 

@@ -4,6 +4,8 @@ folder by the producer's writer, validated, and tampered with."""
 
 from __future__ import annotations
 
+import functools
+
 import kernel_rows
 import orjson
 import pytest
@@ -127,3 +129,68 @@ def test_a_row_without_twin_is_checked_on_the_executed_kernel_with_the_same_resu
         with pytest.raises(TwinUnavailable):
             twin_spec(specs[i])  # NativeFloat64 is a TwinUnavailable too
     assert sum(again[i].status == "verified" for i in own) >= len(own) // 2
+
+
+def test_a_costly_size_is_checked_on_an_optimized_build_with_the_same_result(monkeypatch):
+    """check_own_build checks a size predicted to be costly (gradcheck.COSTLY_CHECK_SECONDS)
+    on the same source built for speed (execution.OptimizedBuild): what it records must be
+    exactly what the row's own build records, size by size (a float64 gemm's 257-cube size
+    took 48 s on the row's build, ~5 s so).  Here every other size of every kernel is
+    predicted costly (threshold 0), against none (threshold infinite), on kernels checked in
+    float64 and in float32, verified at every size, and mismatched (at their own size)."""
+    from cudagen_data import execution, gradcheck
+    from cudagen_data.generators import generate
+    from cudagen_data.gradcheck import Point, check_own_build
+    from cudagen_data.sizes import other_sizes
+
+    picks = [("vector", 2), ("vector", 5), ("matrix", 0), ("matrix", 4), ("softmax", 1), ("norm", 9)]
+    specs = [generate(c, 1, i) for c, i in picks]
+    more = [[execution.SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(s)] for s in specs]
+    built = []
+    plain = execution.OptimizedBuild.kernel.func
+
+    def counted(self):
+        built.append(self.spec.kernel_name)
+        return plain(self)
+
+    monkeypatch.setattr(execution.OptimizedBuild, "kernel", functools.cached_property(counted))
+    monkeypatch.setattr(execution.OptimizedBuild.kernel, "attrname", "kernel", raising=False)
+    seen = {}
+
+    def on_run(i, kernel, run):
+        point = Point.of(run)
+        monkeypatch.setattr(gradcheck, "COSTLY_CHECK_SECONDS", float("inf"))
+        own = check_own_build(specs[i], kernel, point)
+        before = len(built)
+        monkeypatch.setattr(gradcheck, "COSTLY_CHECK_SECONDS", 0.0)
+        fast = check_own_build(specs[i], kernel, point)
+        seen[i] = (own, fast, len(built) - before, len(point.sizes))
+
+    runs = execute_specs(specs, more=more, on_run=on_run)
+    assert all(r.ok for r in runs)
+    assert sorted(seen) == list(range(len(specs)))
+    statuses = set()
+    for i, (own, fast, builds, other) in seen.items():
+        assert own is not None and own == fast, specs[i].kernel_name
+        if other and (own.status == "verified" or own.reason.startswith("at launch")):
+            assert builds == 1, specs[i].kernel_name  # its other sizes ran on the optimized build
+            statuses.add((own.status, own.precision))
+    assert {("verified", "float64"), ("verified", "float32")} <= statuses  # at every size, both precisions
+    assert {own.status for own, _, _, _ in seen.values()} == {"verified", "mismatch"}
+
+    # the rows with a float64 twin: check_gradients builds the twins, and a costly size of a
+    # twin runs on the twin's optimized build, with the same result
+    twins = [generate(c, 1, i) for c, i in (("arithmetic", 0), ("math", 1), ("stencil", 2), ("atomic", 0), ("scan", 1))]
+    more = [[execution.SizedRun(label, sized, guard=guard) for label, sized, guard, _ in other_sizes(s)] for s in twins]
+    runs = execute_specs(twins, more=more)
+    assert all(r.ok and r.more_sizes for r in runs)
+    points = [Point.of(r) for r in runs]
+    monkeypatch.setattr(gradcheck, "COSTLY_CHECK_SECONDS", float("inf"))
+    before = len(built)
+    plain_checks = gradcheck.check_gradients(twins, points)
+    assert len(built) == before
+    monkeypatch.setattr(gradcheck, "COSTLY_CHECK_SECONDS", 0.0)
+    fast_checks = gradcheck.check_gradients(twins, points)
+    assert plain_checks == fast_checks
+    assert {c.precision for c in plain_checks} == {"float64"} and {c.status for c in plain_checks} == {"verified"}
+    assert sorted(built[before:]) == sorted(s.kernel_name for s in twins)  # one optimized twin build each

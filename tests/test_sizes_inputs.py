@@ -415,6 +415,10 @@ def test_work_growth_follows_the_loop_bounds_a_guess_grows():
     assert work_growth(HIST, large) == 2 * 2 and work_growth(HIST, ragged) == (257 / 4) ** 2
     (_, scale_large, _, _), _ = other_sizes(SCALE)  # no loop: the launch alone
     assert work_growth(SCALE, scale_large) == 2
+    # a recorded size keeps its size arguments in its inputs, not in its spec's domain
+    recorded = dataclasses.replace(ragged, args=HIST.args)
+    assert work_growth(HIST, recorded) == 257 / 4
+    assert work_growth(HIST, recorded, {"n": 4}, {"n": 257}) == (257 / 4) ** 2
 
 
 def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(monkeypatch):
