@@ -399,7 +399,7 @@ def print_breakdown(
             floor_cpu.get("@part_rest", 0.0) + r["cpu"] - sum(r["cpu_spans"].get(n, 0.0) for n in STAGE_SPANS)
         )
         floor["@tail"] = floor.get("@tail", 0.0) + floor_wall - r["wall"]
-    pipe_total, floor_total = workers * m.seconds, (workers if floor_returned else 0) * floor_wall
+    pipe_total, floor_total = workers * m.seconds, workers * floor_wall  # 0 without a floor
     print(
         f"breakdown: seconds by part, summed over {workers} workers; wall: pipeline {workers} x {m.seconds:.1f} s"
         + (

@@ -228,15 +228,18 @@ class OptimizedBuild:
     CPU_OPT_LEVEL build on loops, and records the same bits (the same C++; no fast math:
     tests/test_cpu_build.py).  Used where a run's cost, not what it records, is the
     question: the size search's costly guesses (``_Judge``) and the gradient check's
-    costly sizes (gradcheck.check_own_build)."""
+    costly sizes (gradcheck._check_sizes, for a row's own kernel or its float64 twin).
+    CPU builds only: the same-bits claim is tested on the CPU."""
 
     def __init__(self, spec: KernelSpec, stack: contextlib.ExitStack, device: str, backward: bool):
         self.spec, self.stack, self.device, self.backward = spec, stack, device, backward
 
     @functools.cached_property
     def kernel(self):
-        """The kernel built at JUDGE_OPT_LEVEL (None if that build fails: then the caller
-        runs on the row's build as before)."""
+        """The kernel built at JUDGE_OPT_LEVEL (None off the CPU, where the two levels are not
+        shown to agree, or if the build fails: then the caller runs on the row's build)."""
+        if self.device != "cpu":
+            return None
         module, kernels, _ = self.stack.enter_context(
             warp_boundary.batch_module(
                 [(self.spec.python_source, self.spec.kernel_name)],
@@ -262,8 +265,8 @@ class _Judge(OptimizedBuild):
         self.seconds = seconds
 
     def costly(self, guess: KernelSpec, sized: SizedRun) -> bool:
-        if self.device != "cpu" or sized.guard <= 0 or sized.given is not None:
-            return False  # only guesses made on the CPU are judged so (recorded sizes are known to pass)
+        if sized.guard <= 0 or sized.given is not None:
+            return False  # only guesses are judged so (recorded sizes are known to pass)
         return self.seconds * sizes.work_growth(self.spec, guess) > COSTLY_GUESS_SECONDS
 
 

@@ -319,7 +319,7 @@ def check_gradients(
                     with spans.span("gradcheck.probe"):
                         for p, kernel in live:
                             with contextlib.ExitStack() as stack:
-                                faster = _faster(p.spec, stack, device)
+                                faster = OptimizedBuild(p.spec, stack, device, backward=True)  # built if asked
                                 results[p.pos] = _check_sizes(p, kernel, device, *originals[p.pos], faster)
                     return
                 culprit = _blamed(live, error)
@@ -367,14 +367,8 @@ def check_own_build(spec: KernelSpec, kernel, point: Point, *, device: str = "cp
     plan = _plan(0, spec, point)
     if plan.spec is not spec:
         return None
-    with contextlib.ExitStack() as stack:
-        return _check_sizes(plan, kernel, device, spec, point, _faster(spec, stack, device))
-
-
-def _faster(checked: KernelSpec, stack: contextlib.ExitStack, device: str) -> OptimizedBuild | None:
-    """The kernel the check runs (the twin, or the row's own), built for speed if a size
-    needs it (built lazily: most checks never ask); CPU builds only."""
-    return OptimizedBuild(checked, stack, device, backward=True) if device == "cpu" else None
+    with contextlib.ExitStack() as stack:  # the optimized build, if a size asks for it, lives while the check runs
+        return _check_sizes(plan, kernel, device, spec, point, OptimizedBuild(spec, stack, device, backward=True))
 
 
 # A size whose check is predicted to take longer than this (the first size's check CPU

@@ -194,3 +194,21 @@ def test_a_costly_size_is_checked_on_an_optimized_build_with_the_same_result(mon
     assert plain_checks == fast_checks
     assert {c.precision for c in plain_checks} == {"float64"} and {c.status for c in plain_checks} == {"verified"}
     assert sorted(built[before:]) == sorted(s.kernel_name for s in twins)  # one optimized twin build each
+
+
+def test_the_optimized_build_is_never_made_off_the_cpu(monkeypatch):
+    """A GPU run (validate --device cuda, the GPU suite) checks every size on the kernel it
+    was given: OptimizedBuild answers None there without building anything."""
+    import contextlib
+
+    from cudagen_data import execution, warp_boundary
+    from cudagen_data.generators import generate
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("an optimized build was made off the CPU")
+
+    monkeypatch.setattr(warp_boundary, "batch_module", no_build)
+    with contextlib.ExitStack() as stack:
+        assert execution.OptimizedBuild(generate("gemm", 1, 0), stack, "cuda:0", backward=True).kernel is None
+        with pytest.raises(AssertionError, match="off the CPU"):
+            _ = execution.OptimizedBuild(generate("gemm", 1, 0), stack, "cpu", backward=True).kernel
