@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -77,17 +78,47 @@ def run(
     return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results, events)
 
 
+class FloorItem(NamedTuple):
+    """A kernel the run tried, as the floor handles it (floor_items)."""
+
+    python_source: str
+    block_dim: int  # the block dim its CUDA was emitted at by the extract stage (a tile kernel's own)
+    compiled: bool  # the pipeline NVRTC-checked it (False: rejected by the extract stage, e.g. too long)
+    spec: object | None  # the KernelSpec to build and run (a row, or a reject of a run stage), else None
+    sizes: list | None  # its other sizes: (label, spec at that size, recorded (inputs, output gradients))
+
+
+def floor_kernels(chunk: list[FloorItem]) -> tuple[list, list]:
+    """(every kernel of ``chunk`` Warp emits CUDA for, those of them the pipeline NVRTC-checks),
+    each emitted as the extract stage emits it: at its item's block dim.  A tile kernel's
+    CUDA differs by its ``WP_TILE_BLOCK_DIM`` and NVRTC checks each block dim in a unit of its
+    own (extract/nvrtc.py groups by preamble): emitted at the default, ~1 in 5 of the ML
+    categories' kernels would share one unit the pipeline cannot share."""
+    from cudagen_data.extract import extract_kernels
+
+    emitted, compiled = [], []
+    for item in chunk:
+        try:
+            kernels = extract_kernels(item.python_source, block_dim=item.block_dim)
+        except Exception:  # noqa: BLE001 - the floor skips what Warp rejects
+            continue
+        emitted += kernels
+        compiled += kernels if item.compiled else []
+    return emitted, compiled
+
+
 def _floor_worker(args) -> dict:
-    """The work no pipeline can skip, for a share of the kernels: Warp codegen and batched
-    NVRTC at ``level`` of every kernel tried, batched CPU build and run (forward and
+    """The work no pipeline can skip, for a share of the kernels: Warp codegen of every
+    kernel tried and batched NVRTC at ``level`` of those the pipeline checked (each at its
+    row's block dim, floor_kernels), batched CPU build and run (forward and
     backward, seeded inputs, at every recorded size, with the inputs-that-matter probe)
     of every kernel that passed the compile check, and its gradient check (finite
     differences, issue #12, at every size), as the pipeline's stages call them.  Returns its wall and CPU seconds and
     its spans (the same names as the pipeline's, cudagen_data/spans.py)."""
-    items, arch, batch_size, level = args  # items: (python_source, KernelSpec to run or None)
+    items, arch, batch_size, level = args  # items: FloorItem
     from cudagen_data import spans, warp_boundary
     from cudagen_data.execution import SizedRun, execute_specs
-    from cudagen_data.extract import compile_units, extract_kernels
+    from cudagen_data.extract import compile_units
     from cudagen_data.gradcheck import Point, check_gradients, check_own_build
     from cudagen_data.sizes import guard_factor, other_sizes
 
@@ -98,18 +129,13 @@ def _floor_worker(args) -> dict:
     for i in range(0, len(items), batch_size):
         parts += 1
         chunk = items[i : i + batch_size]
-        kernels = []
         with spans.span("extract"):
-            for src, _, _ in chunk:
-                try:
-                    kernels += extract_kernels(src)
-                except Exception:  # noqa: BLE001 - the floor skips what Warp rejects
-                    pass
+            _, kernels = floor_kernels(chunk)
         if kernels:
             with spans.span("compile"):
                 compile_units(kernels, arch=arch, level=level)
-        specs = [spec for _, spec, _ in chunk if spec is not None]
-        kept_sizes = [sizes for _, spec, sizes in chunk if spec is not None]
+        specs = [item.spec for item in chunk if item.spec is not None]
+        kept_sizes = [item.sizes for item in chunk if item.spec is not None]
         if specs:
             # a kernel without a float64 twin is checked on the kernel the execution built,
             # as the pipeline does (gradcheck.check_own_build): building it twice is not floor work
@@ -220,21 +246,24 @@ def tried_items(out: Path) -> list[tuple[str, dict | None]]:
 RUN_STAGES = ("execute", "gradcheck")  # a kernel rejected here was built and run by the pipeline: so by the floor
 
 
-def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None]]:
-    """(python_source, spec to build and run or None, its other sizes or None) of every
-    kernel the run tried: the spec of every row with the other sizes its test vectors
-    record (the sizes the pipeline kept: the floor runs those, not the guesses the pipeline
-    tried and dropped, whose NumPy reference checks are not floor work), each as (label,
-    spec at that size, the set's recorded (inputs, output gradients)): the floor runs and
-    checks what the row holds (a set's spec alone would draw a size argument such as a
-    matrix's column count at the row's own size, not the set's: less work than the row's
-    run, 16x less for a 257-row gemm), and of every
-    reject that passed the compile check (rejected while running or by the gradient check:
-    regenerated from its slot, the pipeline ran it too; its sizes: sizes.py's first guesses)."""
+def floor_items(out: Path, seed: int = 1) -> list[FloorItem]:
+    """Every kernel the run tried, as the floor handles it: each row, built and run at the
+    other sizes its test vectors record (the sizes the pipeline kept: the floor runs those,
+    not the guesses the pipeline tried and dropped, whose NumPy reference checks are not
+    floor work), each as (label, spec at that size, the set's recorded (inputs, output
+    gradients)): the floor runs and checks what the row holds (a set's spec alone would draw
+    a size argument such as a matrix's column count at the row's own size, not the set's:
+    less work than the row's run, 16x less for a 257-row gemm); and each reject, regenerated
+    from its slot (its block dim, and its spec where a run stage rejected it: the pipeline
+    built and ran it, so does the floor, at sizes.py's first guesses).  A reject of the
+    extract stage (too long) is emitted but not compiled, as in the pipeline; a duplicate
+    (the producer's dedup, after the workers) is compiled but not run: a pipeline that knew
+    could skip its run."""
     from cudagen_data.contracts.read import row_to_spec
     from cudagen_data.contracts.reject import RejectReason
     from cudagen_data.contracts.row import row_from_dict
     from cudagen_data.contracts.test_vectors import TestVectors
+    from cudagen_data.extract import DEFAULT_BLOCK_DIM
     from cudagen_data.generators import generate
 
     items = []
@@ -246,16 +275,18 @@ def floor_items(out: Path, seed: int = 1) -> list[tuple[str, object, list | None
             for v in kept:
                 d = v.decoded()
                 sizes.append((v.size, v.sized_spec(spec), (d["inputs"], d["output_grads"])))
-            items.append((r.python_source, spec, sizes))
+            items.append(FloorItem(r.python_source, spec.block_dim or DEFAULT_BLOCK_DIM, True, spec, sizes))
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         if not r.get("python_source"):
             continue
-        spec = None
-        if RejectReason(r["reason"]).stage in RUN_STAGES and r["reason"] != RejectReason.WORKER_CRASH:
-            spec = generate(r["category"], seed, r["index"])
-            assert spec.python_source == r["python_source"], "a reject's regenerated source differs"
-        items.append((r["python_source"], spec, None))
+        reason = RejectReason(r["reason"])
+        spec = generate(r["category"], seed, r["index"])
+        assert spec.python_source == r["python_source"], "a reject's regenerated source differs"
+        run = reason.stage in RUN_STAGES and reason != RejectReason.WORKER_CRASH
+        compiled = reason.stage not in ("generate", "extract")
+        block_dim = spec.block_dim or DEFAULT_BLOCK_DIM
+        items.append(FloorItem(r["python_source"], block_dim, compiled, spec if run else None, None))
     return items
 
 
@@ -637,8 +668,9 @@ def main() -> None:
                 print("floor:  not measured: a floor worker died (a kernel crashed Warp's CPU backend)")
                 return
             print(
-                f"floor:  codegen + batched front-end NVRTC of the same {len(items)} kernels, batched CPU build and"
-                f" run + gradient check of the {sum(spec is not None for _, spec, _ in items)} that passed NVRTC,"
+                f"floor:  codegen of the same {len(items)} kernels, batched front-end NVRTC of the"
+                f" {sum(item.compiled for item in items)} the pipeline checked (each at its block dim), batched CPU"
+                f" build and run + gradient check of the {sum(item.spec is not None for item in items)} it ran,"
                 f" {args.workers} processes: {floor_s:.1f} s = {n / floor_s:.1f} pairs/s at most"
             )
             print(

@@ -508,3 +508,31 @@ def test_the_breakdown_counts_a_part_never_used_as_work_not_as_waiting():
     wall, cpu, _ = bench_produce.lanes(measured)
     assert wall["@discarded"] == cpu["@discarded"] == pytest.approx(2.9)
     assert wall["@between"] == pytest.approx(0.2)  # 3.0 -> 3.1 and 6.0 -> 6.1, not 3.0 -> 6.1
+
+
+def test_the_floor_compiles_each_kernel_as_the_pipeline_extracted_it():
+    """bench_produce's floor NVRTC-checks the CUDA the extract stage emitted: a tile kernel at
+    its own block dim (NVRTC checks each block dim in a unit of its own, a cost the pipeline
+    pays: a floor emitting every kernel at the default block dim paid one unit per part where
+    the pipeline paid up to four), and an extract-stage reject (too long) is emitted, not checked."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_produce
+
+    from cudagen_data.extract import DEFAULT_BLOCK_DIM
+    from cudagen_data.stages.base import Item
+    from cudagen_data.stages.extract import ExtractStage
+    from cudagen_data.stages.generate import GenerateStage
+
+    config = ProduceConfig(count=1, categories=("attention",), seed=1)
+    items, _ = GenerateStage(1)([Item(i, "attention", i) for i in range(6)])
+    items, rejects = ExtractStage(config.arch)(items)
+    assert not rejects and len({it.spec.block_dim for it in items}) > 1  # tile kernels of several block dims
+    chunk = [
+        bench_produce.FloorItem(it.spec.python_source, it.spec.block_dim or DEFAULT_BLOCK_DIM, i > 0, None, None)
+        for i, it in enumerate(items)
+    ]
+    emitted, compiled = bench_produce.floor_kernels(chunk)
+    assert [(k.preamble, k.forward, k.backward) for k in emitted] == [
+        (it.kernel.preamble, it.kernel.forward, it.kernel.backward) for it in items
+    ]
+    assert compiled == emitted[1:]  # the first stands for a reject of the extract stage

@@ -440,7 +440,12 @@ def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(mo
     def spy(spec, kernel, *args, **kwargs):
         run = real(spec, kernel, *args, **kwargs)
         calls.append((kernel.module.options["optimization_level"], id(spec), run.ok))
+        if calls[-1][0] == execution.JUDGE_OPT_LEVEL:  # the judge's build: forward only, run so
+            backward = kwargs.get("backward", args[6] if len(args) > 6 else True)  # run_kernel's 9th argument
+            forward_only.append((kernel.options.get("enable_backward", True), backward))
         return run
+
+    forward_only = []
 
     monkeypatch.setattr(execution, "run_kernel", spy)
 
@@ -461,6 +466,7 @@ def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(mo
     judged = _run_checked(specs)
     assert recorded(judged) == recorded(plain)
     assert any(not ok for level, _, ok in calls if level == execution.JUDGE_OPT_LEVEL)  # a failure judged there
+    assert forward_only and set(forward_only) == {(False, False)}
     for run in judged:
         for _, spec, r in run.more_sizes:
             if r.ok:  # the last run of a kept size was on the row's own build
@@ -475,3 +481,50 @@ def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(mo
     assert len(kept) == 2 and all(r.ok for _, _, r in plain[1].more_sizes)
     execute_specs(specs[1:2], more=[kept])  # recorded sizes (validate): never judged, whatever the threshold
     assert {level for level, _, _ in calls} == {execution.CPU_OPT_LEVEL}
+
+
+def test_a_guess_differing_from_a_failed_one_in_params_alone_is_not_run_again(monkeypatch):
+    """sizes.alternatives offers up to 32 guesses a size, many of them differing only in an
+    integer that the category's NumPy reference reads (``params``: the launch, its inputs
+    and its guard are the same).  Such a guess fails again without running where the earlier
+    one failed before the reference check (gemm 393's 24 writes past the end) or after it
+    passed; where the earlier one failed the reference check, the check is asked again with
+    the new ``params`` (reduction 23 and scan 273 keep such a guess: a memo skipping them
+    would leave their sizes out; attention 3 keeps a guess with the launch of one that failed
+    but other shapes: a memo keyed on the launch alone would skip it).  With the memo and
+    without it, every size records the same; with it, fewer runs (32 against 74)."""
+    from cudagen_data import execution
+
+    specs = [
+        generate("reduction", 1, 23),
+        generate("scan", 1, 273),
+        generate("gemm", 1, 393),
+        generate("attention", 1, 3),
+    ]
+    runs = []
+    real = execution.run_kernel
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(execution, "run_kernel", counted)
+
+    def recorded(results):
+        return [
+            [
+                (label, r.ok, r.reason, r.detail, vectors_of(s, r).to_json() if r.ok else None)
+                for label, s, r in run.more_sizes
+            ]
+            for run in results
+        ]
+
+    with_memo = recorded(_run_checked(specs))
+    n_with = len(runs)
+    runs.clear()
+    monkeypatch.setattr(execution, "_fails_as_before", lambda *args: False)
+    without = recorded(_run_checked(specs))
+    assert with_memo == without
+    # a guess kept after one that failed the reference with the same launch: reduction's and scan's
+    assert all(ok for _, ok, *_ in with_memo[0] + with_memo[1])
+    assert len(runs) - n_with >= 2 * 20, (n_with, len(runs))  # gemm 393's ragged guesses, at least
