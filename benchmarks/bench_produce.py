@@ -186,10 +186,15 @@ def pooled(worker, sources: list, workers: int, *extra) -> tuple[float, list]:
 
 def _timed_map(worker, calls: list, workers: int, extra: tuple) -> tuple[float, list]:
     """``worker`` over ``calls`` on ``workers`` spawned processes, each handed the next call
-    when free; the wall time excludes the processes' start-up (one empty call each first)."""
+    when free, NumPy's BLAS in each held to its share of the cores as in the pipeline's
+    workers; the wall time excludes the processes' start-up (one empty call each first)."""
     import concurrent.futures as cf
 
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    from cudagen_data.pipeline.pool import blas_threads, limit_blas_threads
+
+    spawn = multiprocessing.get_context("spawn")
+    threads = (blas_threads(workers),)
+    with cf.ProcessPoolExecutor(workers, mp_context=spawn, initializer=limit_blas_threads, initargs=threads) as pool:
         list(pool.map(worker, [([], *extra)] * workers))
         t0 = time.perf_counter()
         returned = list(pool.map(worker, calls))
