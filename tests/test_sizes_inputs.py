@@ -300,6 +300,17 @@ def _run_checked(specs):
     return execute_specs(specs, more=more)
 
 
+def _recorded(runs):
+    """What each run records at its other sizes: kept or not, the reason, the test vectors."""
+    return [
+        [
+            (label, r.ok, r.reason, r.detail, vectors_of(s, r).to_json() if r.ok else None)
+            for label, s, r in run.more_sizes
+        ]
+        for run in runs
+    ]
+
+
 def test_a_kernel_whose_constant_fixes_its_extent_says_so():
     """A stencil whose grid extent along the launch's first axis is a wp.constant: the
     generator declares it, no other size is tried, the row's size_note says why (the stats
@@ -449,22 +460,13 @@ def test_a_costly_guess_is_judged_on_an_optimized_build_with_the_same_verdict(mo
 
     monkeypatch.setattr(execution, "run_kernel", spy)
 
-    def recorded(runs):
-        return [
-            [
-                (label, r.ok, r.reason, r.detail, vectors_of(s, r).to_json() if r.ok else None)
-                for label, s, r in run.more_sizes
-            ]
-            for run in runs
-        ]
-
     monkeypatch.setattr(execution, "COSTLY_GUESS_SECONDS", float("inf"))
     plain = _run_checked(specs)
     assert {level for level, _, _ in calls} == {execution.CPU_OPT_LEVEL}
     calls.clear()
     monkeypatch.setattr(execution, "COSTLY_GUESS_SECONDS", 0.0)
     judged = _run_checked(specs)
-    assert recorded(judged) == recorded(plain)
+    assert _recorded(judged) == _recorded(plain)
     assert any(not ok for level, _, ok in calls if level == execution.JUDGE_OPT_LEVEL)  # a failure judged there
     assert forward_only and set(forward_only) == {(False, False)}
     for run in judged:
@@ -510,20 +512,11 @@ def test_a_guess_differing_from_a_failed_one_in_params_alone_is_not_run_again(mo
 
     monkeypatch.setattr(execution, "run_kernel", counted)
 
-    def recorded(results):
-        return [
-            [
-                (label, r.ok, r.reason, r.detail, vectors_of(s, r).to_json() if r.ok else None)
-                for label, s, r in run.more_sizes
-            ]
-            for run in results
-        ]
-
-    with_memo = recorded(_run_checked(specs))
+    with_memo = _recorded(_run_checked(specs))
     n_with = len(runs)
     runs.clear()
     monkeypatch.setattr(execution, "_fails_as_before", lambda *args: False)
-    without = recorded(_run_checked(specs))
+    without = _recorded(_run_checked(specs))
     assert with_memo == without
     # a guess kept after one that failed the reference with the same launch: reduction's and scan's
     assert all(ok for _, ok, *_ in with_memo[0] + with_memo[1])
