@@ -200,11 +200,39 @@ def test_batches_are_cut_whole_while_work_remains_then_finer_at_the_end():
     assert plan_parts(config, 2) == 1  # ten batches for two workers: whole batches
     assert plan_parts(config, 1) == 1
     assert plan_parts(ProduceConfig(count=2000, categories=CATS, batch_size=100), 16) == 2
-    # the last batches: finer as fewer are left, never finer than MAX_PARTS, never for one worker
-    assert [tail_parts(1, 2, left, 100) for left in (10, 3, 2, 1, 0)] == [1, 1, 2, 4, 4]
-    assert tail_parts(1, 1, 1, 100) == 1
-    assert tail_parts(1, 16, 1, 100) == MAX_PARTS
-    assert tail_parts(1, 2, 1, 3) == 3  # a part holds one slot at least
+    # the last batches: whole while the slots left keep every worker busy with whole parts,
+    # then parts of about slots_left / workers; never finer than MAX_PARTS, never for one worker
+    assert [tail_parts(1, 2, 100, left) for left in (1000, 200, 150, 100, 40, 0)] == [1, 1, 2, 2, 4, 4]
+    assert tail_parts(1, 1, 100, 0) == 1
+    assert tail_parts(1, 16, 100, 10) == MAX_PARTS
+    assert tail_parts(1, 2, 25, 10) == 2  # 25 slots to run: no part under MIN_TAIL_PART (10)
+    assert tail_parts(2, 2, 100, 1000) == 2  # never coarser than the run's own cut
+    # measured (1,000 pairs, 2 workers): batch 10 ran 67 slots with 69 left; cut by the most
+    # any category still needed (3 batches' worth, one category) it was one part of 17.5 s
+    assert tail_parts(1, 2, 67, 69) == 2
+
+
+def test_a_late_batch_is_cut_by_the_slots_it_runs_and_the_slots_left():
+    """Near the end most categories are predicted full: a batch runs a third of its slots
+    and a few more are needed.  It is cut so that both workers share it (a 67-slot part
+    ran 17.5 s on one worker while the other waited, 1,000 pairs on 2 workers)."""
+    from cudagen_data.generators import categories
+    from cudagen_data.pipeline.scheduler import MIN_TAIL_PART
+
+    config = ProduceConfig(count=1000, categories=categories(), batch_size=100)
+    scheduler = planning_scheduler(config, workers=2, first_batch=3, max_batches=5)
+    scheduler.first_batch = 0  # batch 3 is a late batch, not the run's first (cut fine anyway)
+    short = set(config.categories[:5])  # two rows short each; the other ten full
+    scheduler.accepted = lambda c: config.quota(c) - 2 if c in short else config.quota(c)
+    scheduler._submit = lambda unit: setattr(unit, "future", cf.Future())
+    assert scheduler._slots_left() == 10  # nothing consumed yet: an acceptance of 1
+    scheduler.fill()
+    # its first part is in flight; the rest wait: that part is expected to fill the quotas
+    cut = [u.slots for u in scheduler.units] + [r for _, r in scheduler.queued]
+    run = sum(config.slot(s)[0] in short for s in config.batch_slots(3))
+    assert run == 35 and len(cut) == run // MIN_TAIL_PART == 3  # not one part of 35 slots to run
+    assert [len(r) for r in cut] == [33, 33, 34] and [r.start for r in cut] == [300, 333, 366]
+    assert [u.batch for u in scheduler.units] == [3]
 
 
 def test_a_slow_part_at_the_head_does_not_leave_the_other_workers_idle():

@@ -72,12 +72,14 @@ def generate(category: str, seed: int, index: int) -> KernelSpec:
     # conservative (some kernels it flags differentiate correctly), so a kernel still
     # flagged after REDRAWS is kept: the gradient check decides, and rejects what is wrong.
     cause = forward_only_cause(spec)
+    hazard = None if cause else adjoint_hazard(spec)  # once per draw: the check walks the whole tree
     for _ in range(REDRAWS):
-        if cause or not adjoint_hazard(spec):
+        if cause or not hazard:
             break
         spec = fn(rng)
         cause = forward_only_cause(spec)
-    if not cause and adjoint_hazard(spec) == THREAD_BOUND:
+        hazard = None if cause else adjoint_hazard(spec)
+    if hazard == THREAD_BOUND:
         cause = THREAD_BOUND  # never shipped with a backward: Warp's is wrong (issue #26)
     if cause:
         spec = declare_forward_only(spec, cause)

@@ -152,7 +152,7 @@ class ProcessExecutor:
         self._closed.set()
         if kill:
             # Don't wait for batches in flight: they are not committed and will be re-run.
-            for proc in list(getattr(self._pool, "_processes", {}).values()):
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):  # None once shut down
                 proc.terminate()
         self._pool.shutdown(wait=not kill, cancel_futures=True)
 
@@ -180,6 +180,33 @@ def run_in_fresh_process(fn: Callable, *args: Any) -> Any:
         return solo.submit(fn, *args).result()
     finally:
         solo.close(kill=True)
+
+
+class WorkersCannotStart(RuntimeError):
+    """A fresh worker process, given nothing to run, died too: the workers' start-up is at
+    fault (their environment, the calling script), not a task (one-line message)."""
+
+
+START_HINT = (
+    "called from a script? every worker process imports it again: put the call under "
+    '`if __name__ == "__main__":`; otherwise run with --workers 0 to see the error in this process'
+)
+
+
+def _nothing() -> None:
+    return None
+
+
+def check_workers_start() -> None:
+    """Raise WorkersCannotStart unless a fresh worker process starts and runs nothing.  Asked
+    after a worker died, before blaming a task: a script that calls the pipeline without a
+    ``__main__`` guard kills every worker as it starts (each imports the script, which runs
+    again), and crash isolation would reject every slot as ``worker_crash``, one fresh
+    process each."""
+    try:
+        run_in_fresh_process(_nothing)
+    except WorkerLost:
+        raise WorkersCannotStart(f"worker processes die as they start ({START_HINT})") from None
 
 
 def run_isolated(

@@ -9,6 +9,7 @@ which is also why the scheduler may skip them without changing the result.
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ..publish.splits import assign_split
 from ..stages import DedupStage
 from .config import ProduceConfig, ProduceError, fingerprint
 from .finalize import finalize, load_stats
+from .pool import START_HINT, WorkersCannotStart
 from .scheduler import Scheduler
 from .work import BatchResult, merge_results
 
@@ -149,13 +151,15 @@ def produce(
     "ray" (Ray tasks on the cluster at ``ray_address``, or on a private local Ray with
     ``workers`` CPUs when None).  Both give the same rows.  The process holds the
     folder's writer lock throughout (dataset/lock.py): a second writer fails at once."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # a worker importing the calling script
+        raise ProduceError(f"produce() ran while a worker process started ({START_HINT})")
     if not config.fast:
         check_compiler(config)
     folder = DatasetFolder(output)
     try:
         with writer_lock(folder.root):
             return _produce_locked(config, folder, workers, overwrite, progress, on_batch, executor, ray_address)
-    except DatasetError as exc:
+    except (DatasetError, WorkersCannotStart) as exc:
         raise ProduceError(str(exc)) from None
     except OSError as exc:  # a full disk, a quota, a file-size limit, a folder made read-only
         if exc.errno not in WRITE_ERRNOS:

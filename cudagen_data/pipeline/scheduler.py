@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..contracts.reject import Reject, RejectReason
 from .config import ProduceConfig
-from .pool import WorkerLost, make_executor, run_in_fresh_process, run_isolated
+from .pool import WorkerLost, check_workers_start, make_executor, run_in_fresh_process, run_isolated
 from .work import BatchResult, SlotOutcome, merge_results, run_batch, worker_stages
 
 # Stop instead of looping forever when generators stop yielding valid, new kernels.
@@ -55,13 +55,21 @@ def plan_parts(config: ProduceConfig, workers: int) -> int:
     return max(1, min(MAX_PARTS, -(-2 * workers // batches), config.batch_size))
 
 
-def tail_parts(parts: int, workers: int, batches_left: int, batch_size: int) -> int:
-    """Parts to cut a batch into when ``batches_left`` batches of work remain (this one
-    included): once they fit one per worker, finer, so that the workers share the last
-    batches instead of one worker finishing a whole batch while the others wait."""
-    if workers <= 1 or batches_left > workers:
+MIN_TAIL_PART = 10  # slots a part cut for the tail runs at least: a smaller one's fixed cost outweighs its work
+
+
+def tail_parts(parts: int, workers: int, run_slots: int, slots_left: float) -> int:
+    """Parts to cut a batch into that will run ``run_slots`` slots (its categories not
+    predicted full), when ``slots_left`` slots beyond those in flight (this batch's among
+    them) are expected to fill every quota: ``parts`` while that is enough to keep every
+    worker busy with whole parts of this size; then finer, parts of about
+    ``slots_left / workers``, so that the workers share the last batches instead of one
+    running a whole batch while the others wait.  Never finer than MAX_PARTS, nor into
+    parts of fewer than MIN_TAIL_PART slots to run."""
+    if workers <= 1 or slots_left >= workers * run_slots:
         return parts
-    return max(parts, min(MAX_PARTS, -(-2 * workers // max(1, batches_left)), batch_size))
+    want = -(-workers * run_slots // max(1, math.ceil(slots_left)))
+    return max(parts, min(MAX_PARTS, want, run_slots // MIN_TAIL_PART))
 
 
 FIRST_PART_SLOTS = 10  # the first parts of a run are this small: the progress bar moves within seconds
@@ -134,13 +142,13 @@ class Scheduler:
         # (run after all), a slot of a category already full is not counted (producer.consume)
         return self._expected(category) >= self.config.quota(category)
 
-    def _batches_left(self) -> int:
-        """Batches still needed, as far as the parts in flight are expected to fill the
-        quotas: the most any category still needs, over its slots per batch."""
-        config = self.config
-        per_batch = config.batch_size / len(config.categories)
-        need = max(config.quota(c) - self._expected(c) for c in config.categories)
-        return math.ceil(need / per_batch) if need > 0 else 0
+    def _slots_left(self) -> float:
+        """Slots still to run, beyond those in flight, to fill every quota as far as known:
+        each category's missing rows over its acceptance (the slots of the categories that
+        need none are skipped, not run)."""
+        return sum(
+            max(0.0, self.config.quota(c) - self._expected(c)) / self._acceptance(c) for c in self.config.categories
+        )
 
     def _running(self) -> int:
         return sum(not u.future.done() for u in self.units)
@@ -162,7 +170,9 @@ class Scheduler:
                 if self.next_batch == self.first_batch:
                     ranges = first_batch_ranges(config, self.next_batch, self.parts, self.executor.workers)
                 else:
-                    parts = tail_parts(self.parts, self.executor.workers, self._batches_left(), config.batch_size)
+                    batch_slots = config.batch_slots(self.next_batch)
+                    run = sum(not self._predicted_full(config.slot(s)[0]) for s in batch_slots)
+                    parts = tail_parts(self.parts, self.executor.workers, run, self._slots_left())
                     ranges = part_ranges(config, self.next_batch, parts)
                 self.queued.extend((self.next_batch, r) for r in ranges)
                 self.next_batch += 1
@@ -210,6 +220,7 @@ class Scheduler:
                 return isolate_crash(self.config, unit.batch, unit.slots, unit.skip, self.executor.run_alone)
             # every future of the pool is lost
             self.executor.close(kill=True)
+            check_workers_start()  # a worker that cannot start is not a kernel's crash: stop, in one line
             result = isolate_crash(self.config, unit.batch, unit.slots, unit.skip)
             self.executor = self._new_executor()
             for other in self.units:
