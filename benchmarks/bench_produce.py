@@ -27,6 +27,7 @@ import argparse
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import orjson
+
+from cudagen_data.execution import REFERENCE_SPAN as REFERENCE
 
 
 @dataclass
@@ -298,50 +301,61 @@ def floor_items(out: Path, seed: int = 1) -> list[FloorItem]:
 
 # --------------------------------------------------------------------------- the breakdown
 
-# (label, pipeline part, floor part): a part is a span name (cudagen_data/spans.py), a
-# difference of spans ("a-b-c"), or a lane part computed by ``lanes``; None: not in that run.
+# (label, pipeline part, floor part, kind): a part is a span name (cudagen_data/spans.py), a
+# sum of spans ("a-b+c"), or a lane part computed by ``lanes``; None: not in that run.  kind
+# ROW: work each row needs that the floor leaves out by definition (making the kernel, its
+# reference check, its size search, its test vectors and hash); SHARED: work both do, what the
+# pipeline does above the floor there is its own (more parts, each with fixed costs); OWN: the
+# pipeline's alone (start-up, idle, speculation).
+ROW, SHARED, OWN = "row work", "shared", "own"
 PARTS = (
-    ("start-up: driver set-up, process spawn, Python imports", "@spawn", None),
-    ("start-up: importing and initialising Warp", "@warp_init", None),
-    ("idle before the first part", "@idle_first", None),
-    ("generate", "generate", None),
-    ("codegen (Warp CUDA codegen, length cap)", "extract", "extract"),
-    ("NVRTC front end", "compile", "compile"),
-    ("CPU build: first of each process (clang PCH)", "first_cpu_build", "first_cpu_build"),
-    ("CPU build: the other execute builds", "execute.build-first_cpu_build", "execute.build-first_cpu_build"),
+    ("start-up: driver set-up, process spawn, Python imports", "@spawn", None, OWN),
+    ("start-up: importing and initialising Warp", "@warp_init", None, OWN),
+    ("idle before the first part", "@idle_first", None, OWN),
+    ("generate", "generate", None, ROW),
+    ("codegen (Warp CUDA codegen, length cap)", "extract", "extract", SHARED),
+    ("NVRTC front end", "compile", "compile", SHARED),
+    ("CPU build: first of each process (clang PCH)", "first_cpu_build", "first_cpu_build", SHARED),
+    ("CPU build: the other execute builds", "execute.build-first_cpu_build", "execute.build-first_cpu_build", SHARED),
     (
         "CPU run (forward, backward, checks), failed guesses aside",
+        f"execute.run-execute.run.failed_size-{REFERENCE}+{REFERENCE}.failed_size",
         "execute.run-execute.run.failed_size",
-        "execute.run-execute.run.failed_size",
+        SHARED,
     ),
-    ("CPU run: guessed sizes that failed (the size search)", "execute.run.failed_size", "execute.run.failed_size"),
-    ("test vectors (encode a run for its row)", "execute.vectors", None),
-    ("gradient check on execute's build", "execute.own_build_check", "execute.own_build_check"),
+    ("CPU run: NumPy reference checks of the runs kept", f"{REFERENCE}-{REFERENCE}.failed_size", None, ROW),
+    ("CPU run: guessed sizes that failed (the size search)", "execute.run.failed_size", "execute.run.failed_size", ROW),
+    ("test vectors (encode a run for its row)", "execute.vectors", None, ROW),
+    ("gradient check on execute's build", "execute.own_build_check", "execute.own_build_check", SHARED),
     (
         "execute: loading sources, bisection, rest",
         "execute-execute.build-execute.run-execute.vectors-execute.own_build_check",
         "execute-execute.build-execute.run-execute.own_build_check",
+        SHARED,
     ),
-    ("gradient check: float64 twin builds", "gradcheck.build", "gradcheck.build"),
-    ("gradient check: probes", "gradcheck.probe", "gradcheck.probe"),
+    ("gradient check: float64 twin builds", "gradcheck.build", "gradcheck.build", SHARED),
+    ("gradient check: probes", "gradcheck.probe", "gradcheck.probe", SHARED),
     (
         "gradient check: loading twins, rest",
         "gradcheck-gradcheck.build-gradcheck.probe",
         "gradcheck-gradcheck.build-gradcheck.probe",
+        SHARED,
     ),
-    ("rows: canonical hashes", "rows.hash", None),
-    ("rows: the rest (Row objects, preamble hashes)", "rows-rows.hash", None),
-    ("in a part, outside the above", "@part_rest", "@part_rest"),
-    ("parts finished but never used (the run was full first)", "@discarded", None),
-    ("between parts: pickling a result, IPC, waiting", "@between", None),
-    ("after its last part: commit tail, killed speculative part", "@tail", "@tail"),
+    ("rows: canonical hashes", "rows.hash", None, ROW),
+    ("rows: the rest (Row objects, preamble hashes)", "rows-rows.hash", None, ROW),
+    ("in a part, outside the above", "@part_rest", "@part_rest", SHARED),
+    ("parts finished but never used (the run was full first)", "@discarded", None, OWN),
+    ("between parts: pickling a result, IPC, waiting", "@between", None, OWN),
+    ("after its last part: last commit, Parquet, card; killed speculative part", "@tail", "@tail", OWN),
 )
 STAGE_SPANS = ("generate", "extract", "compile", "execute", "gradcheck", "rows")
 
 
 def _value(name: str, found: dict) -> float:
-    first, *minus = name.split("-")
-    return found.get(first, 0.0) - sum(found.get(m, 0.0) for m in minus)
+    """The seconds of ``name``: a span, or spans added and taken away ("a-b+c")."""
+    return sum(
+        (-1.0 if sign == "-" else 1.0) * found.get(span, 0.0) for sign, span in re.findall(r"([+-]?)([^+-]+)", name)
+    )
 
 
 def lanes(m: Measured) -> tuple[dict[str, float], dict[str, float], dict]:
@@ -447,7 +461,8 @@ def print_breakdown(
     )
     print(f"  {'part':<58}{'wall:pipe':>10}{'floor':>9}{'CPU:pipe':>10}{'floor':>9}{'pipe-floor':>11}")
     sums = [0.0, 0.0, 0.0, 0.0]
-    for label, pname, fname in PARTS:
+    above = {ROW: 0.0, SHARED: 0.0, OWN: 0.0}  # wall worker-seconds above the floor, by kind
+    for label, pname, fname, kind in PARTS:
         values = [
             _value(pname, pipe) if pname else 0.0,
             _value(fname, floor) if fname else 0.0,
@@ -455,6 +470,7 @@ def print_breakdown(
             _value(fname, floor_cpu) if fname and (fname in floor_cpu or not fname.startswith("@")) else None,
         ]
         sums = [a + (b or 0.0) for a, b in zip(sums, values, strict=True)]
+        above[kind] += values[0] - values[1]
         diff = None if values[2] is None else values[2] - (values[3] or 0.0)
         print(
             f"  {label:<58}{_fmt(values[0], 10)}{_fmt(values[1] if fname else None)}"
@@ -465,6 +481,14 @@ def print_breakdown(
         f"  {'unaccounted (workers x wall - sum)':<58}{pipe_total - sums[0]:>10.1f}{floor_total - sums[1]:>9.1f}"
         f"   ({info['processes']} worker processes reported)"
     )
+    if floor_total:
+        print(
+            f"  above the floor, wall worker-s: {sums[0] - sums[1]:+.1f} = row work the floor leaves out"
+            f" {above[ROW]:+.1f} + more in the work both do {above[SHARED]:+.1f}"
+            f" + the pipeline's own {above[OWN]:+.1f};"
+            f" pipeline / floor = 1 {above[ROW] / floor_total:+.3f} (row work)"
+            f" {(above[SHARED] + above[OWN]) / floor_total:+.3f} (the pipeline's: more parts, start-up, idle)"
+        )
     part_cpu, part_wall = pipe_cpu.get("@part_wall", 0.0), pipe.get("@part_wall", 0.0)
     run_cpu = part_cpu + pipe_cpu.get("@warp_init", 0.0) + pipe_cpu.get("@discarded", 0.0) + m.driver_cpu
     f_cpu, f_wall = sum(r["cpu"] for r in floor_returned), sum(r["wall"] for r in floor_returned)

@@ -216,6 +216,8 @@ def execute_specs(
     return bisect_failures(list(range(len(specs))), attempt)
 
 
+REFERENCE_SPAN = "execute.run.reference"  # the category's NumPy reference check of a run (bench_produce's breakdown)
+
 # A guessed size whose run is predicted to take longer than this (the first run's CPU time
 # times sizes.work_growth) is first tried on an optimized build of the kernel (below).
 COSTLY_GUESS_SECONDS = 1.0
@@ -281,6 +283,7 @@ def _run_size(
     tried: list[tuple[KernelSpec, ExecutionResult]] = []  # (guess, params aside; its failed run)
     for spec in (sized.spec, *sized.alternatives):
         t0, c0 = time.perf_counter(), time.process_time()
+        reference_before = spans.so_far(REFERENCE_SPAN)
         if _fails_as_before(spec, tried, check):
             # the same launch on the same inputs as a guess that failed: it fails again
             spans.add("execute.run.failed_size", time.perf_counter() - t0, time.process_time() - c0)
@@ -296,6 +299,8 @@ def _run_size(
             return sized.label, spec, run
         # a guess that failed: the size search's cost above the runs a row keeps (bench_produce's breakdown)
         spans.add("execute.run.failed_size", time.perf_counter() - t0, time.process_time() - c0)
+        (wall, cpu), (wall0, cpu0) = spans.so_far(REFERENCE_SPAN), reference_before
+        spans.add(REFERENCE_SPAN + ".failed_size", wall - wall0, cpu - cpu0)  # its reference check, in failed_size too
         first = first or (sized.label, spec, run)
         if sized.given is None:
             tried.append((spec, run))
@@ -367,7 +372,8 @@ def run_kernel(
     bad = bad or check_outputs(spec, inputs, result.outputs)
     if bad is None and reference_check is not None:
         try:
-            message = reference_check(spec, result.inputs, result.outputs)
+            with spans.span(REFERENCE_SPAN):
+                message = reference_check(spec, result.inputs, result.outputs)
         except Exception as exc:  # noqa: BLE001 - a reference that cannot take these shapes: not this kernel's size
             message = f"reference failed: {error_line(exc)}"
         if message:

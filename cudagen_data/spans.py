@@ -41,6 +41,12 @@ def add(name: str, seconds: float, cpu_seconds: float) -> None:
     _counts[name] += 1
 
 
+def so_far(name: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``name`` since the last ``take``: a caller that learns only
+    afterwards where a span's time belongs takes the difference of two readings."""
+    return _seconds.get(name, 0.0), _cpu.get(name, 0.0)
+
+
 def take() -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
     """The spans since the last ``take`` (wall seconds, CPU seconds and counts by name),
     and start afresh."""

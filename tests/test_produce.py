@@ -588,3 +588,21 @@ def test_each_worker_holds_numpys_blas_to_its_share_of_the_cores():
     finally:
         pool.close()
     assert [i["num_threads"] for i in infos if i["user_api"] == "blas"] == [blas_threads(2)]
+
+
+def test_the_breakdown_adds_and_takes_away_spans_and_sorts_each_part_by_kind():
+    """bench_produce's breakdown: a part is spans added and taken away ("a-b+c": the kept runs'
+    CPU time is the runs', less the failed guesses', less the reference checks', plus the
+    failed guesses' reference checks, counted in both); every part is of one kind (row work
+    the floor leaves out, work both do, the pipeline's own), so that the distance to the floor
+    is told apart by kind."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_produce
+
+    found = {"a": 10.0, "b": 3.0, "c": 1.5, "a.b": 100.0}
+    assert bench_produce._value("a-b+c", found) == 8.5 and bench_produce._value("a.b-a", found) == 90.0
+    assert bench_produce._value("missing-b", found) == -3.0
+    kinds = {label: kind for label, _, _, kind in bench_produce.PARTS}
+    assert len(kinds) == len(bench_produce.PARTS) and set(kinds.values()) == {"row work", "shared", "own"}
+    # what the floor leaves out by definition has no floor part and is row work or the pipeline's own
+    assert all(kind != "shared" for _, _, fname, kind in bench_produce.PARTS if fname is None)

@@ -521,3 +521,19 @@ def test_a_guess_differing_from_a_failed_one_in_params_alone_is_not_run_again(mo
     # a guess kept after one that failed the reference with the same launch: reduction's and scan's
     assert all(ok for _, ok, *_ in with_memo[0] + with_memo[1])
     assert len(runs) - n_with >= 2 * 20, (n_with, len(runs))  # gemm 393's ragged guesses, at least
+
+
+def test_the_reference_checks_of_failed_guesses_are_told_apart():
+    """bench_produce's breakdown counts the NumPy reference checks of the runs a row keeps as
+    row work the floor leaves out; a failed guess's check is inside the size search's time
+    (execute.run.failed_size) and is counted apart (REFERENCE_SPAN + ".failed_size"), so
+    that neither is counted twice.  reduction 23 has guesses that fail the reference check."""
+    from cudagen_data import execution, spans
+
+    spans.take()
+    runs = _run_checked([generate("reduction", 1, 23)])
+    _, cpu, counts = spans.take()
+    reference, in_failed = execution.REFERENCE_SPAN, execution.REFERENCE_SPAN + ".failed_size"
+    kept_sizes = 1 + sum(r.ok for _, _, r in runs[0].more_sizes)
+    assert runs[0].ok and counts[reference] > kept_sizes  # the kept runs' checks, and failed guesses' too
+    assert 0 < cpu[in_failed] < cpu[reference] and cpu[in_failed] <= cpu["execute.run.failed_size"]
