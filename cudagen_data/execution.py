@@ -282,11 +282,9 @@ def _run_size(
     first = None
     tried: list[tuple[KernelSpec, ExecutionResult]] = []  # (guess, params aside; its failed run)
     for spec in (sized.spec, *sized.alternatives):
-        t0, c0 = time.perf_counter(), time.process_time()
-        reference_before = spans.so_far(REFERENCE_SPAN)
+        failed = _FailedGuessTime()
         if _fails_as_before(spec, tried, check):
-            # the same launch on the same inputs as a guess that failed: it fails again
-            spans.add("execute.run.failed_size", time.perf_counter() - t0, time.process_time() - c0)
+            failed.add()  # the same launch on the same inputs as a guess that failed: it fails again
             continue
         inputs, grads = sized.given or (draw_inputs(spec, sized.label), None)
         run = None
@@ -297,14 +295,37 @@ def _run_size(
             run = run_kernel(spec, kernel, device, check, inputs, grads, sized.label, sized.guard)
         if run.ok:
             return sized.label, spec, run
-        # a guess that failed: the size search's cost above the runs a row keeps (bench_produce's breakdown)
-        spans.add("execute.run.failed_size", time.perf_counter() - t0, time.process_time() - c0)
-        (wall, cpu), (wall0, cpu0) = spans.so_far(REFERENCE_SPAN), reference_before
-        spans.add(REFERENCE_SPAN + ".failed_size", wall - wall0, cpu - cpu0)  # its reference check, in failed_size too
+        failed.add()
         first = first or (sized.label, spec, run)
         if sized.given is None:
             tried.append((spec, run))
     return first
+
+
+class _FailedGuessTime:
+    """The time of one guess, from now until :meth:`add`, booked as the size search's cost
+    above the runs a row keeps (bench_produce's breakdown: ``execute.run.failed_size``), and
+    the reference checks inside it apart too (REFERENCE_SPAN + ".failed_size"), so that the
+    breakdown counts the kept runs' reference checks once and these not twice."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.reference = spans.so_far(REFERENCE_SPAN)
+
+    def add(self) -> None:
+        spans.add("execute.run.failed_size", time.perf_counter() - self.wall, time.process_time() - self.cpu)
+        (wall, cpu), (wall0, cpu0) = spans.so_far(REFERENCE_SPAN), self.reference
+        spans.add(REFERENCE_SPAN + ".failed_size", wall - wall0, cpu - cpu0)
+
+
+def _reference_message(check: ReferenceCheck, spec: KernelSpec, inputs: dict, outputs: dict) -> str | None:
+    """What the category's NumPy reference says of a run (empty or None when it agrees), timed
+    (REFERENCE_SPAN); a reference that cannot take these shapes fails the run at this size."""
+    try:
+        with spans.span(REFERENCE_SPAN):
+            return check(spec, inputs, outputs)
+    except Exception as exc:  # noqa: BLE001 - a reference that cannot take these shapes: not this kernel's size
+        return f"reference failed: {error_line(exc)}"
 
 
 def _fails_as_before(guess: KernelSpec, tried: list[tuple[KernelSpec, ExecutionResult]], check) -> bool:
@@ -322,11 +343,7 @@ def _fails_as_before(guess: KernelSpec, tried: list[tuple[KernelSpec, ExecutionR
         if run.reason != RejectReason.REFERENCE_MISMATCH or check is None:
             return True  # failed before the reference check, or after it had passed (the backward)
         inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in run.inputs.items()}
-        try:
-            message = check(guess, inputs, {k: v.copy() for k, v in run.outputs.items()})
-        except Exception as exc:  # noqa: BLE001 - as run_kernel: a reference that cannot take these shapes
-            message = f"reference failed: {error_line(exc)}"
-        return bool(message)
+        return bool(_reference_message(check, guess, inputs, {k: v.copy() for k, v in run.outputs.items()}))
     return False
 
 
@@ -371,11 +388,7 @@ def run_kernel(
     bad = guards.breach() if guards is not None else None
     bad = bad or check_outputs(spec, inputs, result.outputs)
     if bad is None and reference_check is not None:
-        try:
-            with spans.span(REFERENCE_SPAN):
-                message = reference_check(spec, result.inputs, result.outputs)
-        except Exception as exc:  # noqa: BLE001 - a reference that cannot take these shapes: not this kernel's size
-            message = f"reference failed: {error_line(exc)}"
+        message = _reference_message(reference_check, spec, result.inputs, result.outputs)
         if message:
             bad = (RejectReason.REFERENCE_MISMATCH, message)
     if bad is not None:

@@ -187,12 +187,6 @@ class WorkersCannotStart(RuntimeError):
     fault (their environment, the calling script), not a task (one-line message)."""
 
 
-START_HINT = (
-    "called from a script? every worker process imports it again: put the call under "
-    '`if __name__ == "__main__":`; otherwise run with --workers 0 to see the error in this process'
-)
-
-
 def _nothing() -> None:
     return None
 
@@ -206,7 +200,9 @@ def check_workers_start() -> None:
     try:
         run_in_fresh_process(_nothing)
     except WorkerLost:
-        raise WorkersCannotStart(f"worker processes die as they start ({START_HINT})") from None
+        raise WorkersCannotStart(
+            "worker processes die as they start (a fresh one, given nothing to run, died too)"
+        ) from None
 
 
 def run_isolated(

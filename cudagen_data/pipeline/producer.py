@@ -31,10 +31,16 @@ from ..publish.splits import assign_split
 from ..stages import DedupStage
 from .config import ProduceConfig, ProduceError, fingerprint
 from .finalize import finalize, load_stats
-from .pool import START_HINT, WorkersCannotStart
+from .pool import WorkersCannotStart
 from .scheduler import Scheduler
 from .work import BatchResult, merge_results
 
+# What to do when the workers cannot start: the usual cause is a script that calls produce()
+# at its top level, which every spawned worker imports again.
+START_HINT = (
+    "called from a script? every worker process imports it again: put the call under "
+    '`if __name__ == "__main__":`; otherwise run with --workers 0 to see the error in this process'
+)
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
 
 
@@ -159,8 +165,10 @@ def produce(
     try:
         with writer_lock(folder.root):
             return _produce_locked(config, folder, workers, overwrite, progress, on_batch, executor, ray_address)
-    except (DatasetError, WorkersCannotStart) as exc:
+    except DatasetError as exc:
         raise ProduceError(str(exc)) from None
+    except WorkersCannotStart as exc:
+        raise ProduceError(f"{exc}; {START_HINT}") from None
     except OSError as exc:  # a full disk, a quota, a file-size limit, a folder made read-only
         if exc.errno not in WRITE_ERRNOS:
             raise
