@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -372,7 +373,7 @@ def run_kernel(
         False, inputs={k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
     )
     grad_args = [a for a in spec.args if a.kind == "array" and is_float_dtype(a.dtype)]
-    guards = Guards(guard) if guard > 0 else None
+    guards = Guards(guard, reach=guard_reach(spec, guard)) if guard > 0 else None
     make = guards.array if guards is not None else to_warp
     warp_args = {a.name: make(a, inputs[a.name], device, a in grad_args) for a in spec.args}
     tape = wp.Tape()
@@ -424,6 +425,18 @@ def run_kernel(
 GUARD_PAD = 1024  # sentinel components after every guarded array, beyond its grown capacity
 
 
+def guard_reach(spec: KernelSpec, factor: float) -> int:
+    """Elements every guarded buffer of ``spec``'s run holds at least: what its largest
+    array's buffer holds (``factor`` times its elements).  A guess can grow a loop bound and
+    the arrays indexed by it while leaving another array the same loop reads at its old
+    size (sizes.alternatives): sized by its own extent, that array's buffer ended long
+    before the reads did (scan's serial_exclusive_scan, an input of 64 read to element
+    4,227,135: past the buffer into whatever memory lay there, a segfault or not by the
+    process's memory layout).  Every buffer reaching as far as the largest makes such reads
+    land in a sentinel tail, whatever the layout."""
+    return int(max((math.prod(a.shape) for a in spec.args if a.kind == "array"), default=0) * factor)
+
+
 class Guards:
     """Arrays for :func:`run_kernel`'s ``guard``: each at the start of a larger NumPy buffer
     whose tail holds a sentinel, after a head of sentinel too (Warp wraps an index in
@@ -438,20 +451,23 @@ class Guards:
     hundreds of MB for a batch), so the sentinel cells are written and compared in place,
     a cache-sized chunk at a time (:func:`_sentinel_chunks`), with no copy of their bytes kept."""
 
-    def __init__(self, factor: float) -> None:
+    def __init__(self, factor: float, reach: int = 0) -> None:
         self.factor = factor
+        self.reach = reach  # elements every buffer holds at least, of its own array's type (guard_reach)
         # (name, buffer, n, sentinel of its tail) and (name, head before the buffer, sentinel of the head);
         # a sentinel: a NaN buffer number (int) or the bits of a constant fill (a NumPy unsigned scalar)
         self.tails: list[tuple[str, np.ndarray, int, int | np.unsignedinteger]] = []
         self.heads: list[tuple[str, np.ndarray, int | np.unsignedinteger]] = []
 
-    def _buffer(self, name: str, flat: np.ndarray, fill) -> np.ndarray:
-        """The array's buffer (its first ``n`` components, then the tail), placed after a head
-        of as many sentinel components: a guessed size can index below 0 too (``n - 1 - i``
-        with ``n`` left at the generated size), and a write there would land on the heap
-        allocator's own bookkeeping (glibc aborts later, in another kernel's run)."""
+    def _buffer(self, name: str, flat: np.ndarray, fill, capacity: int = 0) -> np.ndarray:
+        """The array's buffer (its first ``n`` components, then the tail: ``factor`` times
+        ``n`` in all, or ``capacity`` components if more: guard_reach), placed after a head of
+        ``factor`` times ``n`` sentinel components too: a guessed size can index below 0 too
+        (``n - 1 - i`` with ``n`` left at the generated size), and a write there would land on
+        the heap allocator's own bookkeeping (glibc aborts later, in another kernel's run)."""
         n = flat.size
-        size = int(n * self.factor) + GUARD_PAD
+        size = int(n * self.factor) + GUARD_PAD  # the head's and the buffer's, each
+        reach = max(size, capacity + GUARD_PAD)  # the buffer's, tail included: indices run forward
         if fill is None:
             tail_is, head_is = len(self.tails), len(self.tails) + _HEAD
         else:
@@ -459,7 +475,7 @@ class Guards:
         # a zero sentinel (gradient buffers) is what a fresh zeroed allocation holds already:
         # large ones come from the OS as zero pages, nothing to write
         zero = fill is not None and tail_is == 0
-        whole = (np.zeros if zero else np.empty)(size - n + size, dtype=flat.dtype)
+        whole = (np.zeros if zero else np.empty)(size - n + reach, dtype=flat.dtype)
         head, buf = whole[: size - n], whole[size - n :]
         buf[:n] = flat
         if not zero:
@@ -477,10 +493,11 @@ class Guards:
         kind = flat.dtype.kind
         fill = None if kind == "f" else (True if kind == "b" else np.iinfo(flat.dtype).max - 7)
         wp_type = warp_dtype(arg.dtype)
-        buf = self._buffer(arg.name, flat, fill)
+        capacity = self.reach * (flat.size // max(math.prod(arg.shape), 1))  # in components
+        buf = self._buffer(arg.name, flat, fill, capacity)
         arr = wp.array(ptr=buf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
         if requires_grad:
-            gbuf = self._buffer(f"{arg.name}.grad", np.zeros_like(flat), 0)
+            gbuf = self._buffer(f"{arg.name}.grad", np.zeros_like(flat), 0, capacity)
             arr.grad = wp.array(ptr=gbuf.ctypes.data, dtype=wp_type, shape=tuple(arg.shape), device=device)
         return arr
 

@@ -537,3 +537,53 @@ def test_the_reference_checks_of_failed_guesses_are_told_apart():
     kept_sizes = 1 + sum(r.ok for _, _, r in runs[0].more_sizes)
     assert runs[0].ok and counts[reference] > kept_sizes  # the kept runs' checks, and failed guesses' too
     assert 0 < cpu[in_failed] < cpu[reference] and cpu[in_failed] <= cpu["execute.run.failed_size"]
+
+
+_SCAN_GUESS_RUN = """
+from cudagen_data import execution
+from cudagen_data.generators import generate, ml
+from cudagen_data.sizes import other_sizes
+from cudagen_data.warp_boundary import batch_module, build_module
+
+spec = generate("scan", 1, 56)
+label, _, guard, alternatives = next(o for o in other_sizes(spec, checked=True) if o[0] == "ragged")
+with batch_module([(spec.python_source, spec.kernel_name)], optimization_level=execution.CPU_OPT_LEVEL) as (m, k, _):
+    assert build_module(m, "cpu") is None
+    guess = alternatives[0]
+    check = ml.REFERENCE_CHECKS.get(spec.category)
+    run = execution.run_kernel(guess, k[0], "cpu", check, execution.draw_inputs(guess, label), None, label, guard)
+    print("VERDICT", run.ok, run.reason.value if run.reason else "", run.detail)
+"""
+
+
+def test_a_guess_reading_an_input_it_left_at_its_old_size_reads_sentinels_not_other_memory():
+    """A guess that grows a loop bound with the launch, and the array the loop writes, but
+    leaves an input the same loop reads at its old size (sizes.alternatives) reads that input
+    as far as it writes the other: every guarded buffer reaches as far as the largest one
+    (execution.guard_reach).  Sized by its own extent, the 64-element input of scan's
+    serial_exclusive_scan was read to element 4,227,135, 16 MiB past its buffer: a segfault
+    or not by the process's memory layout (a worker lost in 3 of 9 runs of 2,000 pairs on 16
+    workers; 18 of 20 fresh processes here).  Now the guess fails as before, in any process."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from cudagen_data import execution
+
+    spec = generate("scan", 1, 56)
+    assert spec.kernel_name == "serial_exclusive_scan"
+    label, _, guard, alternatives = next(o for o in other_sizes(spec, checked=True) if o[0] == "ragged")
+    guess = alternatives[0]
+    arrays = {a.name: a for a in guess.args if a.kind == "array"}
+    assert {n: a.shape for n, a in arrays.items()} == {"result": (16448,), "x": (64,)}
+    assert guess.launch_dim == (257,) and guard == 514
+    last_read = 256 * 16448 + 16447  # x[lane * length + j]: the last thread's last step
+    guards = execution.Guards(guard, reach=execution.guard_reach(guess, guard))
+    guards.array(arrays["x"], np.zeros(64, dtype=np.float32), "cpu", True)
+    (_, x_buffer, _, _), (_, x_grad, _, _) = guards.tails
+    assert x_buffer.size > last_read and x_grad.size > last_read
+
+    run = subprocess.run([sys.executable, "-c", _SCAN_GUESS_RUN], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "VERDICT False out_of_bounds writes past the end of 'result' at this size" in run.stdout
