@@ -53,6 +53,7 @@ class Measured:
     driver_cpu: float  # the driver's own CPU seconds (this process, all threads)
     results: list = field(default_factory=list)  # committed BatchResults, in order
     events: list = field(default_factory=list)  # the driver's scheduler events (produce_timeline.py)
+    config: object = None  # the run's ProduceConfig
 
 
 def run(
@@ -66,19 +67,25 @@ def run(
 ) -> Measured:
     import produce_timeline
 
-    from cudagen_data.pipeline.config import ProduceConfig
     from cudagen_data.pipeline.producer import produce
 
     results = []
-    config = ProduceConfig(
-        count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level
-    )
+    config = bench_config(count, categories, fast, batch_size, level)
     cpu0, started, t0 = time.process_time(), time.monotonic(), time.perf_counter()
     with produce_timeline.recording() as events:
         result = produce(config, out, workers=workers, progress=False, on_batch=results.append)
     seconds, ended = time.perf_counter() - t0, time.monotonic()
     rss = max((r.worker_rss_mb for r in results), default=0.0)
-    return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results, events)
+    return Measured(seconds, result.stats, rss, started, ended, time.process_time() - cpu0, results, events, config)
+
+
+def bench_config(count: int, categories: tuple[str, ...], fast: bool, batch_size: int, level: str = "frontend"):
+    """The ProduceConfig of a benchmark run (seed 1)."""
+    from cudagen_data.pipeline.config import ProduceConfig
+
+    return ProduceConfig(
+        count=count, categories=categories, seed=1, fast=fast, batch_size=batch_size, compile_level=level
+    )
 
 
 class FloorItem(NamedTuple):
@@ -211,16 +218,109 @@ def pooled_parts(worker, items: list, workers: int, part: int, *extra) -> tuple[
     returned, its parts' figures summed (``worker`` returns a dict of figures and spans)."""
     calls = [(items[i : i + part], *extra) for i in range(0, len(items), part)]
     seconds, returned = _timed_map(worker, calls, workers, extra)
+    return seconds, by_process(returned)
+
+
+def by_process(returned: list[dict]) -> list[dict]:
+    """Parts' figures (dicts of wall, cpu, parts, spans ...) summed per process; ``rows``
+    (slot -> digest, the rows' floor's) gathered."""
     by_pid: dict[int, dict] = {}
     for r in returned:
-        empty = {"wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}}
+        empty = {"wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}, "rows": {}}
         into = by_pid.setdefault(r["pid"], empty)
         for key in ("wall", "cpu", "parts"):
             into[key] += r[key]
         for key in ("spans", "cpu_spans", "counts"):
             for name, value in r[key].items():
                 into[key][name] = into[key].get(name, 0) + value
-    return seconds, list(by_pid.values())
+        into["rows"].update(r.get("rows", {}))
+    return list(by_pid.values())
+
+
+# --------------------------------------------------------------------------- the rows' floor
+
+
+def consumed_slots(out: Path, config) -> dict[int, list[int]]:
+    """The slots a finished run consumed (each row and each reject of its folder: a slot
+    run and dropped because its category was full is in neither), by batch."""
+    from cudagen_data.contracts.row import row_from_dict
+
+    index_of = {c: i for i, c in enumerate(config.categories)}
+    slots = set()
+    for p in sorted((out / "jsonl").glob("*.jsonl")):
+        for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
+            slots.add(r.metadata.index * len(index_of) + index_of[r.category])
+    for line in (out / "rejects.jsonl").read_bytes().splitlines():
+        r = orjson.loads(line)
+        slots.add(r["index"] * len(index_of) + index_of[r["category"]])
+    by_batch: dict[int, list[int]] = {}
+    for slot in sorted(slots):
+        by_batch.setdefault(slot // config.batch_size, []).append(slot)
+    return by_batch
+
+
+def row_digest(row: dict) -> str:
+    """A row's bytes, timing fields aside, as a hash (the rows' floor's rows against the run's)."""
+    import xxhash
+
+    from cudagen_data.contracts.row import strip_timing
+
+    return xxhash.xxh64_hexdigest(orjson.dumps(strip_timing(row), option=orjson.OPT_SORT_KEYS))
+
+
+def run_rows(out: Path, config) -> dict[int, str]:
+    """Slot -> row_digest of every row a run's folder holds."""
+    from cudagen_data.contracts.row import row_from_dict
+
+    index_of = {c: i for i, c in enumerate(config.categories)}
+    found = {}
+    for p in sorted((out / "jsonl").glob("*.jsonl")):
+        for line in p.read_bytes().splitlines():
+            r = row_from_dict(orjson.loads(line))
+            found[r.metadata.index * len(index_of) + index_of[r.category]] = row_digest(r.to_dict())
+    return found
+
+
+def _rows_floor_worker(args) -> dict:
+    """The rows' floor, one batch: the pipeline's own worker function (``work.run_batch``:
+    generate, extract, NVRTC, execute with the size search, gradient check, test vectors,
+    rows) on the slots of ``batch`` the run consumed, in one part; what a producer without a
+    scheduler would do for the same rows.  Returns its figures as the floor's worker does,
+    and a digest of each row it made.  An empty call (the pool's warm-up) imports Warp only."""
+    call, config = args
+    from cudagen_data import warp_boundary
+    from cudagen_data.pipeline.work import run_batch
+
+    warp_boundary.warp()
+    if not call:
+        return {"pid": os.getpid(), "wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}}
+    batch, slots = call
+    result = run_batch(config, batch, slots=slots)
+    (t,) = result.timings
+    return {
+        "pid": os.getpid(),
+        "wall": t.ended - t.started,
+        "cpu": t.cpu_seconds,
+        "parts": 1,
+        "spans": t.spans,
+        "cpu_spans": t.cpu_spans,
+        "counts": t.counts,
+        "rows": {o.slot: row_digest(o.row.to_dict()) for o in result.outcomes if o.row is not None},
+    }
+
+
+def _rows_of(returned: list[dict]) -> dict[int, str]:
+    return {slot: digest for r in returned for slot, digest in r.get("rows", {}).items()}
+
+
+def rows_floor(out: Path, config, workers: int) -> tuple[float, list[dict], int]:
+    """(wall seconds, figures per process, slots) of the rows' floor of the run in ``out``:
+    each batch's consumed slots as one part, handed to whichever of ``workers`` processes is
+    free (the pipeline's own process set-up: spawned, BLAS held to a share of the cores)."""
+    by_batch = consumed_slots(out, config)
+    calls = [(batch, slots) for batch, slots in sorted(by_batch.items())]
+    seconds, returned = _timed_map(_rows_floor_worker, [(c, config) for c in calls], workers, (config,))
+    return seconds, by_process(returned), sum(len(s) for s in by_batch.values())
 
 
 def pooled_seconds(worker, sources: list, workers: int, *extra) -> float:
@@ -427,30 +527,46 @@ def _fmt(value: float | None, width: int = 9) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.1f}"
 
 
+def floor_lanes(returned: list, wall_seconds: float, workers: int) -> tuple[dict[str, float], dict[str, float]]:
+    """A floor's worker-seconds by part, wall and CPU, from its processes' figures
+    (by_process): its spans, the rest of its parts, and each process's idle time once it had
+    no part left (``@tail``: the floor's wall time less the process's parts; the whole of
+    it for a process that got no part)."""
+    wall: dict[str, float] = {"@tail": max(workers - len(returned), 0) * wall_seconds} if returned else {}
+    cpu: dict[str, float] = {}
+    for r in returned:
+        for name, sec in r["spans"].items():
+            wall[name] = wall.get(name, 0.0) + sec
+        for name, sec in r["cpu_spans"].items():
+            cpu[name] = cpu.get(name, 0.0) + sec
+        wall["@part_rest"] = wall.get("@part_rest", 0.0) + r["wall"] - sum(r["spans"].get(n, 0.0) for n in STAGE_SPANS)
+        cpu["@part_rest"] = cpu.get("@part_rest", 0.0) + r["cpu"] - sum(r["cpu_spans"].get(n, 0.0) for n in STAGE_SPANS)
+        wall["@tail"] = wall.get("@tail", 0.0) + wall_seconds - r["wall"]
+    return wall, cpu
+
+
 def print_breakdown(
-    m: Measured, workers: int, floor_wall: float | None, floor_returned: list, kernels_tried: int
+    m: Measured,
+    workers: int,
+    floor_wall: float | None,
+    floor_returned: list,
+    kernels_tried: int,
+    rows_wall: float | None = None,
+    rows_returned: list = (),
 ) -> None:
     """Seconds per part summed over workers, the pipeline's beside the floor's: wall
     seconds (adding up to workers x wall time on each side) and CPU seconds (what a loaded
     machine leaves comparable).  ``floor_wall`` None (--skip-floor): the pipeline's alone,
-    its floor columns 0 (a scaling run at 1 worker would take twice as long with its floor)."""
+    its floor columns 0 (a scaling run at 1 worker would take twice as long with its floor).
+    ``rows_wall`` (--rows-floor): the rows' floor's columns too, its parts named as the
+    pipeline's (it runs the pipeline's worker function), and the pipeline's distance to it."""
     floor_wall = floor_wall or 0.0
     pipe, pipe_cpu, info = lanes(m)
-    floor: dict[str, float] = {}
-    floor_cpu: dict[str, float] = {}
-    for r in floor_returned:
-        for name, sec in r["spans"].items():
-            floor[name] = floor.get(name, 0.0) + sec
-        for name, sec in r["cpu_spans"].items():
-            floor_cpu[name] = floor_cpu.get(name, 0.0) + sec
-        floor["@part_rest"] = (
-            floor.get("@part_rest", 0.0) + r["wall"] - sum(r["spans"].get(n, 0.0) for n in STAGE_SPANS)
-        )
-        floor_cpu["@part_rest"] = (
-            floor_cpu.get("@part_rest", 0.0) + r["cpu"] - sum(r["cpu_spans"].get(n, 0.0) for n in STAGE_SPANS)
-        )
-        floor["@tail"] = floor.get("@tail", 0.0) + floor_wall - r["wall"]
+    floor, floor_cpu = floor_lanes(floor_returned, floor_wall, workers)
+    rows, rows_cpu = floor_lanes(rows_returned, rows_wall or 0.0, workers)
+    with_rows = rows_wall is not None
     pipe_total, floor_total = workers * m.seconds, workers * floor_wall  # 0 without a floor
+    rows_total = workers * (rows_wall or 0.0)
     print(
         f"breakdown: seconds by part, summed over {workers} workers; wall: pipeline {workers} x {m.seconds:.1f} s"
         + (
@@ -458,36 +574,60 @@ def print_breakdown(
             if floor_returned
             else f" = {pipe_total:.1f}; floor not measured (--skip-floor): its columns are 0"
         )
+        + (f", rows' floor {workers} x {rows_wall:.1f} s = {rows_total:.1f}" if with_rows else "")
     )
-    print(f"  {'part':<58}{'wall:pipe':>10}{'floor':>9}{'CPU:pipe':>10}{'floor':>9}{'pipe-floor':>11}")
-    sums = [0.0, 0.0, 0.0, 0.0]
+    print(
+        f"  {'part':<58}{'wall:pipe':>10}{'rows' if with_rows else '':>{9 if with_rows else 0}}{'floor':>9}"
+        f"{'CPU:pipe':>10}{'rows' if with_rows else '':>{9 if with_rows else 0}}{'floor':>9}{'pipe-floor':>11}"
+        + (f"{'pipe-rows':>10}" if with_rows else "")
+    )
+    sums = [0.0] * 6  # wall pipe, rows, floor; CPU pipe, rows, floor
     above = {ROW: 0.0, SHARED: 0.0, OWN: 0.0}  # wall worker-seconds above the floor, by kind
+    above_rows = {ROW: 0.0, SHARED: 0.0, OWN: 0.0}  # above the rows' floor
     for label, pname, fname, kind in PARTS:
+
+        def cpu_of(name, found):
+            return _value(name, found) if name and (name in found or not name.startswith("@")) else None
+
         values = [
             _value(pname, pipe) if pname else 0.0,
+            _value(pname, rows) if pname else 0.0,
             _value(fname, floor) if fname else 0.0,
-            _value(pname, pipe_cpu) if pname and (pname in pipe_cpu or not pname.startswith("@")) else None,
-            _value(fname, floor_cpu) if fname and (fname in floor_cpu or not fname.startswith("@")) else None,
+            cpu_of(pname, pipe_cpu),
+            cpu_of(pname, rows_cpu),
+            cpu_of(fname, floor_cpu),
         ]
         sums = [a + (b or 0.0) for a, b in zip(sums, values, strict=True)]
-        above[kind] += values[0] - values[1]
-        diff = None if values[2] is None else values[2] - (values[3] or 0.0)
+        above[kind] += values[0] - values[2]
+        above_rows[kind] += values[0] - values[1]
+        diff = None if values[3] is None else values[3] - (values[5] or 0.0)
+        diff_rows = None if values[3] is None else values[3] - (values[4] or 0.0)
         print(
-            f"  {label:<58}{_fmt(values[0], 10)}{_fmt(values[1] if fname else None)}"
-            f"{_fmt(values[2], 10)}{_fmt(values[3])}{_fmt(diff, 11)}"
+            f"  {label:<58}{_fmt(values[0], 10)}{_fmt(values[1]) if with_rows else ''}"
+            f"{_fmt(values[2] if fname else None)}{_fmt(values[3], 10)}{_fmt(values[4]) if with_rows else ''}"
+            f"{_fmt(values[5])}{_fmt(diff, 11)}{_fmt(diff_rows, 10) if with_rows else ''}"
         )
-    print(f"  {'sum of the parts':<58}{sums[0]:>10.1f}{sums[1]:>9.1f}{sums[2]:>10.1f}{sums[3]:>9.1f}")
+    shown = [0, 1, 2, 3, 4, 5] if with_rows else [0, 2, 3, 5]
+    widths = {0: 10, 1: 9, 2: 9, 3: 10, 4: 9, 5: 9}
+    print(f"  {'sum of the parts':<58}" + "".join(f"{sums[i]:>{widths[i]}.1f}" for i in shown))
     print(
-        f"  {'unaccounted (workers x wall - sum)':<58}{pipe_total - sums[0]:>10.1f}{floor_total - sums[1]:>9.1f}"
-        f"   ({info['processes']} worker processes reported)"
+        f"  {'unaccounted (workers x wall - sum)':<58}{pipe_total - sums[0]:>10.1f}"
+        + (f"{rows_total - sums[1]:>9.1f}" if with_rows else "")
+        + f"{floor_total - sums[2]:>9.1f}   ({info['processes']} worker processes reported)"
     )
     if floor_total:
         print(
-            f"  above the floor, wall worker-s: {sums[0] - sums[1]:+.1f} = row work the floor leaves out"
+            f"  above the floor, wall worker-s: {sums[0] - sums[2]:+.1f} = row work the floor leaves out"
             f" {above[ROW]:+.1f} + more in the work both do {above[SHARED]:+.1f}"
             f" + the pipeline's own {above[OWN]:+.1f};"
             f" pipeline / floor = 1 {above[ROW] / floor_total:+.3f} (row work)"
             f" {(above[SHARED] + above[OWN]) / floor_total:+.3f} (the pipeline's: more parts, start-up, idle)"
+        )
+    if with_rows and rows_total:
+        print(
+            f"  above the rows' floor, wall worker-s: {sums[0] - sums[1]:+.1f} = in the row work {above_rows[ROW]:+.1f}"
+            f" + in the work both floors do {above_rows[SHARED]:+.1f} + the pipeline's own {above_rows[OWN]:+.1f};"
+            f" pipeline / rows' floor = {pipe_total / rows_total:.3f}"
         )
     part_cpu, part_wall = pipe_cpu.get("@part_wall", 0.0), pipe.get("@part_wall", 0.0)
     run_cpu = part_cpu + pipe_cpu.get("@warp_init", 0.0) + pipe_cpu.get("@discarded", 0.0) + m.driver_cpu
@@ -611,6 +751,12 @@ def main() -> None:
     ap.add_argument("--categories", default="all")
     ap.add_argument("--rss-pairs", type=int, default=0, help="also run this many more full pairs and report worker RSS")
     ap.add_argument("--skip-floor", action="store_true")
+    ap.add_argument(
+        "--rows-floor",
+        action="store_true",
+        help="also time the rows' floor: the pipeline's worker function on the slots the run consumed, one part per"
+        " batch, no scheduler or commit (its rows compared with the run's)",
+    )
     ap.add_argument("--skip-validate", action="store_true", help="do not time `cudagen validate` of the full run")
     ap.add_argument(
         "--first-results",
@@ -707,7 +853,24 @@ def main() -> None:
                 f"        pipeline / floor = {full_s / floor_s:.2f} (overhead {full_s / floor_s - 1:+.0%}; target <="
                 " +15% at 1,000 pairs, +10% at 10,000)"
             )
-            print_breakdown(full, args.workers, floor_s, floor_returned, stats["kernels_tried"])
+            rows_s, rows_returned = None, []
+            if args.rows_floor:
+                rows_s, rows_returned, rows_slots = rows_floor(tmp / "full", full.config, args.workers)
+                made, want = _rows_of(rows_returned), run_rows(tmp / "full", full.config)
+                same = sum(made.get(slot) == digest for slot, digest in want.items())
+                print(
+                    f"rows' floor: the pipeline's worker function (work.run_batch) on the {rows_slots} slots the run"
+                    f" consumed, one part per batch ({sum(r['parts'] for r in rows_returned)} parts), handed to"
+                    f" whichever of {args.workers} processes is free; no scheduler, speculation, commit or dataset:"
+                    f" {rows_s:.1f} s; its rows against the run's: {same} of {len(want)} identical (timing fields"
+                    f" aside){'' if same == len(want) else ': NOT THE SAME WORK'}"
+                )
+                print(
+                    f"        pipeline / rows' floor = {full_s / rows_s:.2f} (the pipeline's own: scheduling, finer"
+                    f" parts, discarded slots, IPC, commit, Parquet); rows' floor / floor = {rows_s / floor_s:.2f}"
+                    " (the row work the floor leaves out, measured)"
+                )
+            print_breakdown(full, args.workers, floor_s, floor_returned, stats["kernels_tried"], rows_s, rows_returned)
         else:
             print_breakdown(full, args.workers, None, [], stats["kernels_tried"])
         if args.skip_validate:

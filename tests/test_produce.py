@@ -606,3 +606,34 @@ def test_the_breakdown_adds_and_takes_away_spans_and_sorts_each_part_by_kind():
     assert len(kinds) == len(bench_produce.PARTS) and set(kinds.values()) == {"row work", "shared", "own"}
     # what the floor leaves out by definition has no floor part and is row work or the pipeline's own
     assert all(kind != "shared" for _, _, fname, kind in bench_produce.PARTS if fname is None)
+
+
+def test_the_rows_floor_runs_the_slots_the_run_consumed_and_makes_the_same_rows(tmp_path):
+    """bench_produce's rows' floor (the pipeline's worker function on the slots a run consumed,
+    one part per batch, no scheduler): it runs every slot the run used (rows and rejects) and
+    makes the very rows the run wrote, as its digest comparison says; the digest ignores the
+    timing fields alone, so a floor that made other rows would be told apart."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_produce
+
+    config = ProduceConfig(count=8, categories=CATS, seed=1, batch_size=6)
+    out = tmp_path / "run"
+    result = produce(config, out, workers=0, progress=False)
+    by_batch = bench_produce.consumed_slots(out, config)
+    slots = [s for batch, ss in by_batch.items() for s in ss if s // config.batch_size == batch]
+    assert len(slots) == result.stats["kernels_tried"] and len(by_batch) > 1
+    want = bench_produce.run_rows(out, config)
+    assert len(want) == 8 and set(want) <= set(slots)
+
+    seconds, returned, ran = bench_produce.rows_floor(out, config, workers=1)
+    assert ran == len(slots) and seconds > 0 and sum(r["parts"] for r in returned) == len(by_batch)
+    made = bench_produce._rows_of(returned)
+    assert {slot: made.get(slot) for slot in want} == want
+    assert returned[0]["spans"]["execute"] > 0  # its figures are the pipeline's spans
+
+    row = orjson.loads((out / "jsonl" / "train.jsonl").read_bytes().splitlines()[0])
+    timed = {**row, "metadata": {**row["metadata"], "generation_time_ms": 12345.0}}
+    assert bench_produce.row_digest(timed) == bench_produce.row_digest(row)
+    other = {**row, "test_vectors": row["test_vectors"].replace("1", "2", 1)}
+    assert other["test_vectors"] != row["test_vectors"]
+    assert bench_produce.row_digest(other) != bench_produce.row_digest(row)
