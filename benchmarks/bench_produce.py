@@ -240,19 +240,28 @@ def by_process(returned: list[dict]) -> list[dict]:
 # --------------------------------------------------------------------------- the rows' floor
 
 
+def _slot(config, category: str, index: int) -> int:
+    return index * len(config.categories) + config.categories.index(category)
+
+
+def run_rows(out: Path, config) -> dict[int, str]:
+    """Slot -> row_digest of every row a finished run's folder holds."""
+    from cudagen_data.contracts.row import row_from_dict
+
+    found = {}
+    for p in sorted((out / "jsonl").glob("*.jsonl")):
+        for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
+            found[_slot(config, r.category, r.metadata.index)] = row_digest(r.to_dict())
+    return found
+
+
 def consumed_slots(out: Path, config) -> dict[int, list[int]]:
     """The slots a finished run consumed (each row and each reject of its folder: a slot
     run and dropped because its category was full is in neither), by batch."""
-    from cudagen_data.contracts.row import row_from_dict
-
-    index_of = {c: i for i, c in enumerate(config.categories)}
-    slots = set()
-    for p in sorted((out / "jsonl").glob("*.jsonl")):
-        for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
-            slots.add(r.metadata.index * len(index_of) + index_of[r.category])
+    slots = set(run_rows(out, config))
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
-        slots.add(r["index"] * len(index_of) + index_of[r["category"]])
+        slots.add(_slot(config, r["category"], r["index"]))
     by_batch: dict[int, list[int]] = {}
     for slot in sorted(slots):
         by_batch.setdefault(slot // config.batch_size, []).append(slot)
@@ -266,19 +275,6 @@ def row_digest(row: dict) -> str:
     from cudagen_data.contracts.row import strip_timing
 
     return xxhash.xxh64_hexdigest(orjson.dumps(strip_timing(row), option=orjson.OPT_SORT_KEYS))
-
-
-def run_rows(out: Path, config) -> dict[int, str]:
-    """Slot -> row_digest of every row a run's folder holds."""
-    from cudagen_data.contracts.row import row_from_dict
-
-    index_of = {c: i for i, c in enumerate(config.categories)}
-    found = {}
-    for p in sorted((out / "jsonl").glob("*.jsonl")):
-        for line in p.read_bytes().splitlines():
-            r = row_from_dict(orjson.loads(line))
-            found[r.metadata.index * len(index_of) + index_of[r.category]] = row_digest(r.to_dict())
-    return found
 
 
 def _rows_floor_worker(args) -> dict:
@@ -449,6 +445,18 @@ PARTS = (
     ("after its last part: last commit, Parquet, card; killed speculative part", "@tail", "@tail", OWN),
 )
 STAGE_SPANS = ("generate", "extract", "compile", "execute", "gradcheck", "rows")
+
+
+SAME_WORK = "gradcheck.build"  # the float64 twin builds: the same kernels built the same way in every phase
+
+
+def same_work_ratio(pipe_cpu: dict, other_cpu: dict) -> float | None:
+    """The pipeline's CPU seconds over another phase's for the same work (SAME_WORK): above
+    1, this box ran the pipeline's phase slower (its speed moves between the phases of one
+    run by several percent: other tenants); None where a phase did none of it."""
+    if pipe_cpu.get(SAME_WORK, 0.0) <= 0 or other_cpu.get(SAME_WORK, 0.0) <= 0:
+        return None
+    return pipe_cpu[SAME_WORK] / other_cpu[SAME_WORK]
 
 
 def _value(name: str, found: dict) -> float:
@@ -628,6 +636,16 @@ def print_breakdown(
             f"  above the rows' floor, wall worker-s: {sums[0] - sums[1]:+.1f} = in the row work {above_rows[ROW]:+.1f}"
             f" + in the work both floors do {above_rows[SHARED]:+.1f} + the pipeline's own {above_rows[OWN]:+.1f};"
             f" pipeline / rows' floor = {pipe_total / rows_total:.3f}"
+        )
+    phases = (("floor", floor_cpu), ("rows' floor", rows_cpu))
+    speeds = [(name, r) for name, other in phases if (r := same_work_ratio(pipe_cpu, other)) is not None]
+    if speeds and floor_total:
+        ratios = {"floor": pipe_total / floor_total, "rows' floor": pipe_total / rows_total if rows_total else None}
+        print(
+            f"  the same work in each phase ({SAME_WORK}: the same kernels, the same code), pipeline's CPU over the "
+            + ", ".join(f"{name}'s {r:.3f}" for name, r in speeds)
+            + " (how much slower the box ran the pipeline's phase); the ratios with that taken out: "
+            + ", ".join(f"pipeline / {name} {ratios[name] / r:.3f}" for name, r in speeds if ratios[name])
         )
     part_cpu, part_wall = pipe_cpu.get("@part_wall", 0.0), pipe.get("@part_wall", 0.0)
     run_cpu = part_cpu + pipe_cpu.get("@warp_init", 0.0) + pipe_cpu.get("@discarded", 0.0) + m.driver_cpu

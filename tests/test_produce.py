@@ -606,6 +606,9 @@ def test_the_breakdown_adds_and_takes_away_spans_and_sorts_each_part_by_kind():
     assert len(kinds) == len(bench_produce.PARTS) and set(kinds.values()) == {"row work", "shared", "own"}
     # what the floor leaves out by definition has no floor part and is row work or the pipeline's own
     assert all(kind != "shared" for _, _, fname, kind in bench_produce.PARTS if fname is None)
+    # the box's speed in each phase, from work the same in all: the pipeline's over another's, or None without it
+    assert bench_produce.same_work_ratio({"gradcheck.build": 6.0}, {"gradcheck.build": 5.0}) == pytest.approx(1.2)
+    assert bench_produce.same_work_ratio({"gradcheck.build": 6.0}, {"generate": 5.0}) is None
 
 
 def test_the_rows_floor_runs_the_slots_the_run_consumed_and_makes_the_same_rows(tmp_path):
