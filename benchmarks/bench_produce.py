@@ -3,6 +3,7 @@
 
     python benchmarks/bench_produce.py [--count 1000] [--ptx-count 1000] [--fast-count 5000]
                                        [--workers 2] [--categories all|a,b,...] [--rss-pairs 0]
+                                       [--skip-floor] [--rows-floor] [--skip-validate]
 
 Measured in this run, each from a cold Warp kernel cache, --workers processes:
 - --fast (generate, extract, dedup): pairs/s, and its floor: bare Warp codegen of the
@@ -19,6 +20,11 @@ Measured in this run, each from a cold Warp kernel cache, --workers processes:
   issue asks for "gradient check off"; there is no switch that turns it off);
 - peak worker RSS over the run (and over --rss-pairs more pairs if given; target <= 600 MB
   after 20,000).
+- with --rows-floor, the rows' floor: the pipeline's own worker function (work.run_batch) on
+  the slots the run consumed, one part per batch, no scheduler or commit (the floor above
+  leaves out the work every row needs: making the kernel, the size search, test vectors,
+  hashes); its rows are compared with the run's, and the breakdown shows the pipeline's
+  distance to it part by part, and the box's speed in each phase (same_work_ratio).
 """
 
 from __future__ import annotations
