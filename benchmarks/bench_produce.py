@@ -227,13 +227,17 @@ def pooled_parts(worker, items: list, workers: int, part: int, *extra) -> tuple[
     return seconds, by_process(returned)
 
 
+def no_figures(pid: int) -> dict:
+    """A process's figures before any part (what a floor's worker returns, summed by by_process)."""
+    return {"pid": pid, "wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}, "rows": {}}
+
+
 def by_process(returned: list[dict]) -> list[dict]:
     """Parts' figures (dicts of wall, cpu, parts, spans ...) summed per process; ``rows``
     (slot -> digest, the rows' floor's) gathered."""
     by_pid: dict[int, dict] = {}
     for r in returned:
-        empty = {"wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}, "rows": {}}
-        into = by_pid.setdefault(r["pid"], empty)
+        into = by_pid.setdefault(r["pid"], no_figures(r["pid"]))
         for key in ("wall", "cpu", "parts"):
             into[key] += r[key]
         for key in ("spans", "cpu_spans", "counts"):
@@ -261,10 +265,10 @@ def run_rows(out: Path, config) -> dict[int, str]:
     return found
 
 
-def consumed_slots(out: Path, config) -> dict[int, list[int]]:
-    """The slots a finished run consumed (each row and each reject of its folder: a slot
-    run and dropped because its category was full is in neither), by batch."""
-    slots = set(run_rows(out, config))
+def consumed_slots(out: Path, config, rows: dict[int, str]) -> dict[int, list[int]]:
+    """The slots a finished run consumed (each of its ``rows``, run_rows, and each reject of
+    its folder: a slot run and dropped because its category was full is in neither), by batch."""
+    slots = set(rows)
     for line in (out / "rejects.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
         slots.add(_slot(config, r["category"], r["index"]))
@@ -295,7 +299,7 @@ def _rows_floor_worker(args) -> dict:
 
     warp_boundary.warp()
     if not call:
-        return {"pid": os.getpid(), "wall": 0.0, "cpu": 0.0, "parts": 0, "spans": {}, "cpu_spans": {}, "counts": {}}
+        return no_figures(os.getpid())
     batch, slots = call
     result = run_batch(config, batch, slots=slots)
     (t,) = result.timings
@@ -315,11 +319,12 @@ def _rows_of(returned: list[dict]) -> dict[int, str]:
     return {slot: digest for r in returned for slot, digest in r.get("rows", {}).items()}
 
 
-def rows_floor(out: Path, config, workers: int) -> tuple[float, list[dict], int]:
-    """(wall seconds, figures per process, slots) of the rows' floor of the run in ``out``:
-    each batch's consumed slots as one part, handed to whichever of ``workers`` processes is
-    free (the pipeline's own process set-up: spawned, BLAS held to a share of the cores)."""
-    by_batch = consumed_slots(out, config)
+def rows_floor(out: Path, config, workers: int, rows: dict[int, str]) -> tuple[float, list[dict], int]:
+    """(wall seconds, figures per process, slots) of the rows' floor of the run in ``out``
+    (its ``rows``: run_rows): each batch's consumed slots as one part, handed to whichever of
+    ``workers`` processes is free (the pipeline's own process set-up: spawned, BLAS held to a
+    share of the cores)."""
+    by_batch = consumed_slots(out, config, rows)
     calls = [(batch, slots) for batch, slots in sorted(by_batch.items())]
     seconds, returned = _timed_map(_rows_floor_worker, [(c, config) for c in calls], workers, (config,))
     return seconds, by_process(returned), sum(len(s) for s in by_batch.values())
@@ -598,11 +603,11 @@ def print_breakdown(
     sums = [0.0] * 6  # wall pipe, rows, floor; CPU pipe, rows, floor
     above = {ROW: 0.0, SHARED: 0.0, OWN: 0.0}  # wall worker-seconds above the floor, by kind
     above_rows = {ROW: 0.0, SHARED: 0.0, OWN: 0.0}  # above the rows' floor
+
+    def cpu_of(name, found):  # a lane part the CPU side does not have (waiting, idle) is None, not 0
+        return _value(name, found) if name and (name in found or not name.startswith("@")) else None
+
     for label, pname, fname, kind in PARTS:
-
-        def cpu_of(name, found):
-            return _value(name, found) if name and (name in found or not name.startswith("@")) else None
-
         values = [
             _value(pname, pipe) if pname else 0.0,
             _value(pname, rows) if pname else 0.0,
@@ -879,8 +884,9 @@ def main() -> None:
             )
             rows_s, rows_returned = None, []
             if args.rows_floor:
-                rows_s, rows_returned, rows_slots = rows_floor(tmp / "full", full.config, args.workers)
-                made, want = _rows_of(rows_returned), run_rows(tmp / "full", full.config)
+                want = run_rows(tmp / "full", full.config)
+                rows_s, rows_returned, rows_slots = rows_floor(tmp / "full", full.config, args.workers, want)
+                made = _rows_of(rows_returned)
                 same = sum(made.get(slot) == digest for slot, digest in want.items())
                 print(
                     f"rows' floor: the pipeline's worker function (work.run_batch) on the {rows_slots} slots the run"

@@ -466,8 +466,8 @@ class Guards:
         (``n - 1 - i`` with ``n`` left at the generated size), and a write there would land on
         the heap allocator's own bookkeeping (glibc aborts later, in another kernel's run)."""
         n = flat.size
-        size = int(n * self.factor) + GUARD_PAD  # the head's and the buffer's, each
-        reach = max(size, capacity + GUARD_PAD)  # the buffer's, tail included: indices run forward
+        size = int(n * self.factor) + GUARD_PAD  # the head's, and the buffer's at the least
+        length = max(size, capacity + GUARD_PAD)  # the buffer's, tail included: indices run forward
         if fill is None:
             tail_is, head_is = len(self.tails), len(self.tails) + _HEAD
         else:
@@ -475,7 +475,7 @@ class Guards:
         # a zero sentinel (gradient buffers) is what a fresh zeroed allocation holds already:
         # large ones come from the OS as zero pages, nothing to write
         zero = fill is not None and tail_is == 0
-        whole = (np.zeros if zero else np.empty)(size - n + reach, dtype=flat.dtype)
+        whole = (np.zeros if zero else np.empty)(size - n + length, dtype=flat.dtype)
         head, buf = whole[: size - n], whole[size - n :]
         buf[:n] = flat
         if not zero:

@@ -622,17 +622,21 @@ def test_the_rows_floor_runs_the_slots_the_run_consumed_and_makes_the_same_rows(
     config = ProduceConfig(count=8, categories=CATS, seed=1, batch_size=6)
     out = tmp_path / "run"
     result = produce(config, out, workers=0, progress=False)
-    by_batch = bench_produce.consumed_slots(out, config)
-    slots = [s for batch, ss in by_batch.items() for s in ss if s // config.batch_size == batch]
-    assert len(slots) == result.stats["kernels_tried"] and len(by_batch) > 1
     want = bench_produce.run_rows(out, config)
+    by_batch = bench_produce.consumed_slots(out, config, want)
+    slots = [s for ss in by_batch.values() for s in ss]
+    assert len(slots) == len(set(slots)) == result.stats["kernels_tried"] and len(by_batch) > 1
+    assert all(s // config.batch_size == batch for batch, ss in by_batch.items() for s in ss)
     assert len(want) == 8 and set(want) <= set(slots)
 
-    seconds, returned, ran = bench_produce.rows_floor(out, config, workers=1)
+    seconds, returned, ran = bench_produce.rows_floor(out, config, 1, want)
     assert ran == len(slots) and seconds > 0 and sum(r["parts"] for r in returned) == len(by_batch)
     made = bench_produce._rows_of(returned)
     assert {slot: made.get(slot) for slot in want} == want
     assert returned[0]["spans"]["execute"] > 0  # its figures are the pipeline's spans
+    # its breakdown lanes: a second process that got no part idled the whole floor
+    wall, _ = bench_produce.floor_lanes(returned, seconds + 1.0, 2)
+    assert wall["@tail"] == pytest.approx(2 * (seconds + 1.0) - returned[0]["wall"])
 
     row = orjson.loads((out / "jsonl" / "train.jsonl").read_bytes().splitlines()[0])
     timed = {**row, "metadata": {**row["metadata"], "generation_time_ms": 12345.0}}
