@@ -175,3 +175,26 @@ def test_no_jsonl_with_worker_processes_gives_the_same_rows(reference, tmp_path)
     a = {s: [strip_timing(r) for shard in rs for r in shard] for s, rs in parquet_rows_of(reference).items()}
     b = {s: [strip_timing(r) for shard in rs for r in shard] for s, rs in parquet_rows_of(out).items()}
     assert a == b
+
+
+def test_a_shard_written_with_the_next_group_decoded_ahead_is_the_plain_writers_bytes(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("i", pa.int64()), ("text", pa.string())])
+    groups = [[{"i": g * 10 + j, "text": "x" * (g + j)} for j in range(n)] for g, n in enumerate((3, 1, 4, 2))]
+    rows, _ = shards.write_parquet(iter(groups), tmp_path / "a.parquet", schema)
+    with pq.ParquetWriter(tmp_path / "b.parquet", schema, compression="zstd") as plain:  # the reference
+        for group in groups:
+            plain.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=shards.ROW_GROUP_ROWS)
+    assert rows == 10
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    assert pq.ParquetFile(tmp_path / "a.parquet").metadata.num_row_groups == 4
+
+    def failing():  # a group that does not decode: its error reaches the caller, no shard is left
+        yield groups[0]
+        yield [{"i": "not a number", "text": ""}]
+
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        shards.write_parquet(failing(), tmp_path / "c.parquet", schema)
+    assert not (tmp_path / "c.parquet").exists()

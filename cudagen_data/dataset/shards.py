@@ -128,15 +128,30 @@ def write_parquet(row_groups: Iterable[list[dict]], target: Path, schema=None) -
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     count = 0
+    tables = (pa.Table.from_pylist(group, schema=schema) for group in row_groups)
     try:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            for group in row_groups:
-                writer.write_table(pa.Table.from_pylist(group, schema=schema), row_group_size=ROW_GROUP_ROWS)
-                count += len(group)
+            for table in _one_ahead(tables):
+                writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+                count += table.num_rows
     except OSError as exc:  # a full disk: pyarrow's error names no file
         raise unwritten(exc, target, tmp) from None
     atomic_replace(tmp, target)
     return count, file_checksum(target)
+
+
+def _one_ahead(items: Iterator):
+    """``items``, the next one made in a thread while the caller uses this one: the row groups'
+    decoding (Python objects, holds the GIL) overlaps the previous group's Parquet encoding and
+    compression (pyarrow, releases it); a 10,000-row shard ~13 -> ~10 s.  Same items, same order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = object()
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(next, items, done)
+        while (item := ahead.result()) is not done:
+            ahead = pool.submit(next, items, done)
+            yield item
 
 
 def in_row_groups(rows: list[dict]) -> list[list[dict]]:

@@ -21,7 +21,6 @@ from ..contracts.manifest import SPLITS
 from ..contracts.reject import Reject
 from ..contracts.row import Row
 from ..contracts.stats import RunStats
-from ..contracts.test_vectors import TestVectors
 from ..dataset import store
 from ..dataset.lock import writer_lock
 from ..dataset.store import DatasetError, DatasetFolder, RunState
@@ -261,7 +260,7 @@ def consume(
                     row.metadata.backward_lines,
                     row.gradient_check.status,
                     row.resources,
-                    sizes=row_sizes(row.test_vectors),
+                    sizes=outcome.sizes,
                     fixed_size=row.size_note.startswith("fixed size"),
                     unused_args=bool(row.unused_args),
                 )
@@ -269,11 +268,6 @@ def consume(
         rejects.append(reject)
     stats.add_seconds(result.stage_seconds)
     return rows_by_split, rejects
-
-
-def row_sizes(test_vectors: str) -> int:
-    """How many sizes a row's test vectors hold (0: none)."""
-    return len(TestVectors.from_json(test_vectors).sets()) if test_vectors else 0
 
 
 def _progress_bar(config: ProduceConfig, stats: RunStats, enabled: bool):

@@ -39,6 +39,9 @@ class SlotOutcome:
     row: Row | None = None  # an accepted pair (dedup happens later, in slot order)
     reject: Reject | None = None
     path: tuple[str, ...] = WORKER_STAGES  # the stages this slot was to pass
+    # how many sizes the row's test vectors hold, counted where they are made: the driver
+    # would otherwise parse every row's vectors again (~5 ms a row, on the workers' cores)
+    sizes: int = 0
 
 
 @dataclass
@@ -122,6 +125,7 @@ def run_batch(
             result.preambles.setdefault(preamble_hash, kernel.preamble)
             generation_ms = round(item.front_ms + item.compile_ms + share, 3)
             check = item.gradient_check or unchecked(item.spec.python_source)
+            outcomes[item.slot].sizes = len(item.vectors.sets()) if item.vectors is not None else 0
             outcomes[item.slot].row = build_row(
                 config,
                 batch,
