@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -144,8 +145,6 @@ def _one_ahead(items: Iterator):
     """``items``, the next one made in a thread while the caller uses this one: the row groups'
     decoding (Python objects, holds the GIL) overlaps the previous group's Parquet encoding and
     compression (pyarrow, releases it); a 10,000-row shard ~13 -> ~10 s.  Same items, same order."""
-    from concurrent.futures import ThreadPoolExecutor
-
     done = object()
     with ThreadPoolExecutor(1) as pool:
         ahead = pool.submit(next, items, done)
