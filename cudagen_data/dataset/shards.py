@@ -137,6 +137,9 @@ def write_parquet(row_groups: Iterable[list[dict]], target: Path, schema=None) -
                 count += table.num_rows
     except OSError as exc:  # a full disk: pyarrow's error names no file
         raise unwritten(exc, target, tmp) from None
+    except BaseException:  # a row group that does not convert, or an interrupt: no half-written file
+        tmp.unlink(missing_ok=True)  # beside the shard (data/'s split patterns would match it)
+        raise
     atomic_replace(tmp, target)
     return count, file_checksum(target)
 
