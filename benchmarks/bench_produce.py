@@ -250,28 +250,26 @@ def by_process(returned: list[dict]) -> list[dict]:
 # --------------------------------------------------------------------------- the rows' floor
 
 
-def _slot(config, category: str, index: int) -> int:
-    return index * len(config.categories) + config.categories.index(category)
-
-
 def run_rows(out: Path, config) -> dict[int, str]:
-    """Slot -> row_digest of every row a finished run's folder holds."""
-    from cudagen_data.contracts.row import row_from_dict
+    """Slot -> row_digest of every row a finished run's folder holds (read as the row contract)."""
+    from cudagen_data.contracts.manifest import SPLITS
+    from cudagen_data.dataset.store import DatasetFolder
 
-    found = {}
-    for p in sorted((out / "jsonl").glob("*.jsonl")):
-        for r in map(row_from_dict, map(orjson.loads, p.read_bytes().splitlines())):
-            found[_slot(config, r.category, r.metadata.index)] = row_digest(r.to_dict())
-    return found
+    folder = DatasetFolder(out)
+    return {
+        config.slot_of(r.category, r.metadata.index): row_digest(r.to_dict())
+        for split in SPLITS
+        for r in folder.iter_rows(split)
+    }
 
 
 def consumed_slots(out: Path, config, rows: dict[int, str]) -> dict[int, list[int]]:
     """The slots a finished run consumed (each of its ``rows``, run_rows, and each reject of
     its folder: a slot run and dropped because its category was full is in neither), by batch."""
-    slots = set(rows)
-    for line in (out / "rejects.jsonl").read_bytes().splitlines():
-        r = orjson.loads(line)
-        slots.add(_slot(config, r["category"], r["index"]))
+    from cudagen_data.contracts.reject import REJECTS_FILE, Reject
+    from cudagen_data.dataset.store import DatasetFolder
+
+    slots = set(rows) | {Reject(**r).slot for r in DatasetFolder(out).iter_jsonl(REJECTS_FILE)}
     by_batch: dict[int, list[int]] = {}
     for slot in sorted(slots):
         by_batch.setdefault(slot // config.batch_size, []).append(slot)

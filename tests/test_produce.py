@@ -620,6 +620,7 @@ def test_the_rows_floor_runs_the_slots_the_run_consumed_and_makes_the_same_rows(
     import bench_produce
 
     config = ProduceConfig(count=8, categories=CATS, seed=1, batch_size=6)
+    assert [config.slot_of(*config.slot(s)) for s in range(40)] == list(range(40))  # rows name no slot: derived
     out = tmp_path / "run"
     result = produce(config, out, workers=0, progress=False)
     want = bench_produce.run_rows(out, config)

@@ -74,6 +74,10 @@ class ProduceConfig:
         c = len(self.categories)
         return self.categories[slot % c], slot // c
 
+    def slot_of(self, category: str, index: int) -> int:
+        """The slot of ``category``'s kernel ``index`` (the inverse of :meth:`slot`)."""
+        return index * len(self.categories) + self.categories.index(category)
+
     def batch_slots(self, batch: int) -> range:
         return range(batch * self.batch_size, (batch + 1) * self.batch_size)
 
